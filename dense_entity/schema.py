@@ -1,0 +1,48 @@
+"""Feature names of the records passed between stages (one module for Beam and tf.data).
+
+Every TFRecord file in a workspace holds `tf.train.Example` protos whose features are named
+here; WORKSPACE.md gives the paths and which stage writes and reads each file.
+
+Mention features follow Gillick et al. (2019), section 4.1: the span text, the 5 tokens left and
+right of it, and the sentence with the span replaced by `MENTION_MASK`. Entity features: title,
+first paragraph (plain text) and categories.
+"""
+
+# The symbol that replaces the mention span in the sentence feature (one token for the featurizer).
+MENTION_MASK = "[MASK]"
+
+# Number of tokens kept on each side of the span (paper, section 4.1).
+CONTEXT_TOKENS = 5
+
+# Separator of category names inside one string feature (MediaWiki forbids '|' in titles).
+CATEGORY_SEPARATOR = "|"
+
+# --- mention features (all bytes, one value each) ---
+MENTION_SPAN = "mention_span"
+MENTION_LEFT = "mention_left_context"
+MENTION_RIGHT = "mention_right_context"
+MENTION_SENTENCE = "mention_sentence"
+MENTION_FEATURES = (MENTION_SPAN, MENTION_LEFT, MENTION_RIGHT, MENTION_SENTENCE)
+
+# --- entity features ---
+ENTITY_TITLE = "entity_title"  # bytes, normalized Wikipedia title (the entity id)
+ENTITY_TEXT = "entity_text"  # bytes, first paragraph as plain text ('' when unknown)
+ENTITY_CATEGORIES = "entity_categories"  # bytes list, normalized category names (no prefix)
+ENTITY_FEATURES = (ENTITY_TITLE, ENTITY_TEXT, ENTITY_CATEGORIES)
+
+# --- entity record only ---
+ENTITY_ALIASES = "entity_aliases"  # bytes list: redirect titles that resolve to this entity
+ENTITY_SOURCE = "entity_source"  # bytes list, any of: 'page', 'link_target', 'description'
+
+# --- mention record only ---
+SOURCE_PAGE = "source_page"  # bytes, normalized title of the page the link is on
+MENTION_ID = "mention_id"  # bytes, '<page id>:<link index>' unique within a dump
+
+# File name prefixes inside the extraction output directory (see WORKSPACE.md).
+ENTITIES_PREFIX = "entities"
+TRAIN_MENTIONS_PREFIX = "mentions_train"
+HELDOUT_MENTIONS_PREFIX = "mentions_heldout"
+ALIAS_COUNTS_FILE = "alias_counts.tsv"
+REDIRECTS_FILE = "redirects.tsv"
+STATS_FILE = "stats.json"
+MANIFEST_FILE = "MANIFEST.json"
