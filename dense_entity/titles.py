@@ -71,3 +71,13 @@ def resolve_redirect(title: str, redirects: Mapping[str, str],
     seen.add(target)
     title = target
   return None if title in redirects else title
+
+
+def alias_key(mention_text: str) -> str:
+  """Returns the key of a mention text in the alias table (AT-Prior, paper section 5.1).
+
+  NFKC-normalized, case-folded, whitespace runs (including NBSP) collapsed and trimmed:
+  'Lake\u00a0Ore' and ' lake  ore' both give 'lake ore'.
+  """
+  t = unicodedata.normalize("NFKC", mention_text).casefold()
+  return re.sub(r"\s+", " ", t).strip()
