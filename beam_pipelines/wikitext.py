@@ -1,0 +1,858 @@
+"""Pure functions that turn MediaWiki dumps into pages, plain text, links and categories.
+
+No Beam here: the extraction pipeline (extract_wikipedia.py) calls these, and tests call them on
+3-10 line inputs. Gillick et al. (2019), section 5: training mentions are Wikipedia anchor links
+(anchor text in the source page, link target resolved through redirects); an entity is described
+by its title, the first paragraph of its page and its categories.
+
+Plain text and link offsets come from walking the mwparserfromhell tree (DESIGN.md: a maintained
+parser, no home-made regexes over markup). The only regexes below work on plain Text nodes
+(apostrophe runs, behaviour switches) or on the redirect magic word.
+"""
+
+import bz2
+import dataclasses
+import io
+import os
+import re
+import urllib.parse
+import xml.etree.ElementTree as ET
+from typing import (BinaryIO, Callable, Dict, Iterator, List, Optional, Sequence, Tuple,
+                    Union)
+
+import mwparserfromhell
+from mwparserfromhell import nodes as mw_nodes
+
+from dense_entity import titles
+
+# --------------------------------------------------------------------------------------------
+# Dump reading
+# --------------------------------------------------------------------------------------------
+
+_READ_BLOCK = 1 << 20  # bytes read from the (decompressed) dump at a time
+_PAGE_START = re.compile(rb"<page[\s>]")
+_PAGE_END = b"</page>"
+_PAGE_ID = re.compile(rb"<id>\s*(\d+)\s*</id>")
+
+
+@dataclasses.dataclass(frozen=True)
+class Page:
+  """One <page> of a MediaWiki XML export.
+
+  Attributes:
+    page_id: the page's <id> (not a revision id).
+    title: the title as written in the dump (not normalized).
+    ns: the namespace number from the <ns> tag (0 = articles); 0 when an old export has none.
+    text: wikitext of the last <revision> ('' for an empty or self-closing <text/>).
+    redirect_title: the title attribute of <redirect title=.../>, None when absent.
+    source: name of the file the page was read from ('' when unknown), for error reports.
+  """
+  page_id: int
+  title: str
+  ns: int
+  text: str
+  redirect_title: Optional[str] = None
+  source: str = ""
+
+
+class DumpError(ValueError):
+  """A page or a file of a dump that cannot be read; the message names file and offset."""
+
+
+class _PrefixedReader(io.RawIOBase):
+  """A readable stream: `prefix` bytes, then the rest of `fileobj`."""
+
+  def __init__(self, prefix: bytes, fileobj: BinaryIO):
+    super().__init__()
+    self._prefix = prefix
+    self._fileobj = fileobj
+
+  def readable(self) -> bool:
+    return True
+
+  def readinto(self, buffer) -> int:
+    if self._prefix:
+      n = min(len(buffer), len(self._prefix))
+      buffer[:n] = self._prefix[:n]
+      self._prefix = self._prefix[n:]
+      return n
+    data = self._fileobj.read(len(buffer))
+    buffer[:len(data)] = data
+    return len(data)
+
+
+def open_dump(source: Union[str, os.PathLike, BinaryIO]) -> BinaryIO:
+  """Opens a dump as a stream of decompressed XML bytes.
+
+  bzip2 is detected by its magic bytes ('BZh'), so a .bz2 file object from any file system
+  works. `bz2.open` reads every stream of a multistream file (several concatenated bz2 streams,
+  like *-pages-articles-multistream.xml.bz2), not just the first.
+
+  Args:
+    source: a local path, or a binary file object (e.g. from apache_beam FileSystems.open).
+
+  Returns:
+    A binary file object; the caller closes it.
+  """
+  if isinstance(source, (str, os.PathLike)):
+    fileobj = open(source, "rb")
+  else:
+    fileobj = source
+  head = fileobj.read(3)
+  raw = io.BufferedReader(_PrefixedReader(head, fileobj), buffer_size=_READ_BLOCK)
+  if head == b"BZh":
+    return bz2.open(raw, "rb")
+  return raw
+
+
+def _local_name(tag: str) -> str:
+  """'{http://www.mediawiki.org/xml/export-0.10/}page' -> 'page' (any export version)."""
+  return tag.rsplit("}", 1)[-1]
+
+
+def parse_page_xml(chunk: bytes, source: str = "") -> Page:
+  """Parses the bytes of one '<page>...</page>' element of an export.
+
+  Raises:
+    ET.ParseError: malformed XML (bad markup, a non-UTF-8 byte).
+    ValueError: a page without <title> or <id>.
+  """
+  page = ET.fromstring(chunk)
+  title = page_id = redirect_title = None
+  ns = 0
+  text = ""
+  for child in page:
+    name = _local_name(child.tag)
+    if name == "title":
+      title = child.text or ""
+    elif name == "ns":
+      ns = int((child.text or "0").strip())
+    elif name == "id":
+      page_id = int((child.text or "").strip())
+    elif name == "redirect":
+      redirect_title = child.get("title", "")
+    elif name == "revision":  # full-history dumps: the last revision wins
+      for field in child:
+        if _local_name(field.tag) == "text":
+          text = field.text or ""
+  if title is None or page_id is None:
+    raise ValueError("page without <title> or <id>")
+  return Page(page_id=page_id, title=title, ns=ns, text=text,
+              redirect_title=redirect_title, source=source)
+
+
+def iter_pages(source: Union[str, os.PathLike, BinaryIO],
+               on_error: Optional[Callable[[DumpError], None]] = None,
+               source_name: Optional[str] = None) -> Iterator[Page]:
+  """Streams the pages of a MediaWiki XML export (plain or bz2, single- or multistream).
+
+  The decompressed bytes are split at '<page>' ... '</page>' (inside <text> a literal '<' is
+  always escaped, so these cannot occur in content) and each page is parsed on its own with
+  ElementTree. Memory is bounded by one page, not the file, and one malformed page (bad markup,
+  a non-UTF-8 byte) is reported and skipped instead of ending the whole file. Tags are matched
+  by local name, so every export schema version (xmlns .../export-0.N/) works. A self-closing
+  `<text ... />` is an empty page.
+
+  Args:
+    source: a path or a binary file object.
+    on_error: called with a DumpError (naming the file, byte offset and page id) for each page
+      or file tail that cannot be read; reading continues with the next page where possible.
+      When None, the first error is raised.
+    source_name: file name used in error messages (default: the path, or '<stream>').
+
+  Yields:
+    Page, in file order.
+
+  Raises:
+    DumpError: when `on_error` is None and a page or the file cannot be read.
+  """
+  if source_name is None:
+    source_name = os.fspath(source) if isinstance(source, (str, os.PathLike)) else "<stream>"
+
+  def report(offset: int, chunk: bytes, reason: str) -> None:
+    match = _PAGE_ID.search(chunk[:4096]) if chunk else None
+    page_id = match.group(1).decode() if match else "?"
+    error = DumpError(f"{source_name}: page id {page_id} at decompressed byte offset {offset}: "
+                      f"{reason}")
+    if on_error is None:
+      raise error
+    on_error(error)
+
+  stream = open_dump(source)
+  try:
+    buf = b""
+    consumed = 0  # decompressed offset of buf[0]
+    eof = False
+    while True:
+      match = _PAGE_START.search(buf)
+      end = buf.find(_PAGE_END, match.start()) if match else -1
+      if match and end >= 0:
+        end += len(_PAGE_END)
+        chunk = buf[match.start():end]
+        # A '<page' inside this chunk means the previous page was never closed.
+        inner = _PAGE_START.search(chunk, 1)
+        if inner:
+          report(consumed + match.start(), chunk[:inner.start()], "unterminated <page>")
+          buf = buf[match.start() + inner.start():]
+          consumed += match.start() + inner.start()
+          continue
+        try:
+          yield parse_page_xml(chunk, source_name)
+        except (ET.ParseError, ValueError) as e:
+          report(consumed + match.start(), chunk, f"malformed page XML: {e}")
+        buf = buf[end:]
+        consumed += end
+        continue
+      if eof:
+        if match:
+          report(consumed + match.start(), buf[match.start():],
+                 "file ends inside a <page> (truncated dump?)")
+        return
+      try:
+        # read1: the data decompressed before a truncated end is returned, not lost.
+        block = stream.read1(_READ_BLOCK)
+      except (EOFError, OSError) as e:  # truncated or corrupt bz2
+        report(consumed + len(buf), buf[match.start():] if match else b"",
+               f"cannot decompress: {e}")
+        return
+      if not block:
+        eof = True
+      else:
+        if not match:  # keep a tail in case '<page' straddles two blocks
+          keep = min(len(buf), 8)
+          consumed += len(buf) - keep
+          buf = buf[len(buf) - keep:]
+        buf += block
+  finally:
+    if stream is not source:
+      stream.close()
+
+
+# --------------------------------------------------------------------------------------------
+# Title classification
+# --------------------------------------------------------------------------------------------
+
+# Namespace names and aliases (lower case), English plus the common localized ones.
+CATEGORY_NAMESPACES = frozenset([
+    "category", "kategorie", "catégorie", "categoría", "categoria", "kategori", "categorie",
+    "kategoria", "категория", "kategória", "luokka",
+])
+FILE_NAMESPACES = frozenset([
+    "file", "image", "media", "datei", "bild", "medium", "fichier", "archivo", "imagen",
+    "immagine", "bestand", "plik", "arquivo", "imagem", "файл", "изображение", "tiedosto",
+    "lêer", "beeld", "fil", "bild", "soubor", "dosya", "fitxer", "datoteka", "ファイル", "画像",
+    "文件", "파일",
+])
+OTHER_NAMESPACES = frozenset([
+    "talk", "user", "user talk", "wikipedia", "wikipedia talk", "wp", "wt", "project",
+    "project talk", "file talk", "image talk", "mediawiki", "mediawiki talk", "template",
+    "template talk", "tm", "help", "help talk", "category talk", "portal", "portal talk",
+    "draft", "draft talk", "book", "book talk", "timedtext", "timedtext talk", "module",
+    "module talk", "special", "gadget", "gadget talk", "gadget definition",
+    "gadget definition talk", "education program", "education program talk", "topic",
+    "wikiproject", "mos",
+    # German (the wikitext_en corpus holds a few German articles)
+    "diskussion", "benutzer", "benutzerin", "benutzer diskussion", "vorlage",
+    "vorlage diskussion", "hilfe", "hilfe diskussion", "kategorie diskussion",
+    "datei diskussion", "spezial", "modul",
+])
+# Interlanguage prefixes: common Wikipedia language codes (not all ~300).
+LANGUAGE_PREFIXES = frozenset("""
+en de fr es it nl pl pt ru ja zh sv uk vi war ceb ar fa ca sr no nb nn fi ko hu id cs ro tr eu
+ms eo he da bg sk kk min hy lt hr sl et gl ce uz el simple be be-tarask be-x-old la az ur ka hi
+th ta bn mk lv tt af bs sq te is oc cy ga gd mr sw ml kn ne pa an ast br ky tg tl sco lb jv su
+yi yue zh-yue zh-min-nan zh-classical nds als fy ht io ia scn vec pms lmo nap bar ku ps ckb arz
+azb mzn new bpy lmo mg qu sa si my km lo am so yo ig ha zu xh ba cv os sah tk mn bo ug dv fo
+fur li lij vls wa frr hsb dsb se co rm gn ay nv haw mi sm to ty fj ln kg rw rn lg ny sn st tn
+ts ve ss wo ff bm ee ak tw om ti pi gu or as bh mai bcl pam ilo hak gan wuu cdo ang got pdc
+""".split())
+# Interwiki prefixes to sister projects and common external wikis (never mentions).
+INTERWIKI_PREFIXES = frozenset("""
+wikt wiktionary w commons c meta m metawikimedia metawikipedia species wikispecies wikisource
+s wikiquote q wikibooks b wikinews n wikivoyage voy wikidata d wikiversity v mw mediawikiwiki
+foundation wmf wikimedia phab phabricator outreach incubator doi rfc bugzilla irc google
+""".split())
+
+# Kinds of link target (first element of classify_title's result).
+MAIN = "main"
+CATEGORY = "category"
+FILE = "file"
+INTERLANGUAGE = "interlanguage"
+INTERWIKI = "interwiki"
+OTHER_NAMESPACE = "other_namespace"
+EMPTY = "empty"
+INVALID = "invalid"
+
+# Characters MediaWiki forbids in titles (after the '#fragment' is split off).
+_ILLEGAL_TITLE_CHARS = frozenset("<>[]{}|\n\r\t")
+
+
+def _prefix_key(prefix: str) -> str:
+  return " ".join(prefix.replace("_", " ").split()).lower()
+
+
+def classify_title(raw: str) -> Tuple[str, str, bool]:
+  """Classifies a link target as MediaWiki does by its prefix before the first ':'.
+
+  Args:
+    raw: the target as written between '[[' and '|' or ']]', e.g. ':fr:Pont Vert',
+      'category:Bridges', 'Harbor Lights: The Return'.
+
+  Returns:
+    (kind, rest, leading_colon): kind is one of MAIN, CATEGORY, FILE, INTERLANGUAGE,
+    INTERWIKI, OTHER_NAMESPACE, EMPTY; rest is the title after the prefix (the whole title
+    for MAIN; may hold a '#fragment'); leading_colon tells that the link started with ':'
+    (a visible link, e.g. '[[:Category:Bridges]]', never a category assignment).
+  """
+  t = raw.strip()
+  leading_colon = t.startswith(":")
+  if leading_colon:
+    t = t[1:].strip()
+  if not t:
+    return EMPTY, "", leading_colon
+  if ":" in t:
+    prefix, rest = t.split(":", 1)
+    key = _prefix_key(prefix)
+    if key in CATEGORY_NAMESPACES:
+      return CATEGORY, rest.strip(), leading_colon
+    if key in FILE_NAMESPACES:
+      return FILE, rest.strip(), leading_colon
+    if key in LANGUAGE_PREFIXES:
+      return INTERLANGUAGE, rest.strip(), leading_colon
+    if key in INTERWIKI_PREFIXES:
+      return INTERWIKI, rest.strip(), leading_colon
+    if key in OTHER_NAMESPACES:
+      return OTHER_NAMESPACE, rest.strip(), leading_colon
+  return MAIN, t, leading_colon
+
+
+def is_main_namespace_title(title: str) -> bool:
+  """True when a normalized title names a main-namespace (article) page."""
+  kind, _, _ = classify_title(title)
+  return kind == MAIN
+
+
+def normalize_target(raw: str) -> str:
+  """Normalizes a main-namespace link or redirect target: leading ':' and '#fragment' dropped.
+
+  Returns '' for an empty target or one with characters MediaWiki forbids in titles.
+  """
+  t = raw.strip()
+  if t.startswith(":"):
+    t = t[1:]
+  t = titles.normalize_title(t)
+  if any(c in _ILLEGAL_TITLE_CHARS for c in t):
+    return ""
+  return t
+
+
+# --------------------------------------------------------------------------------------------
+# Redirects
+# --------------------------------------------------------------------------------------------
+
+# '#REDIRECT' in any case, localized spellings of a few large wikis, optional ':' and spaces.
+_REDIRECT = re.compile(
+    r"\s*#(?:REDIRECT|WEITERLEITUNG|REDIRECTION|REDIRECCIÓN|REDIRECCION|RINVIA|RINVIO|"
+    r"DOORVERWIJZING|PATRZ|PRZEKIERUJ|PERENAPRAVLENIE|ПЕРЕНАПРАВЛЕНИЕ|ПЕРЕНАПР|"
+    r"REDIRECIONAMENTO|OMDIRIGERING|OHJAUS|UUDELLEENOHJAUS|ÁTIRÁNYÍTÁS|PŘESMĚRUJ|YÖNLENDİRME|"
+    r"転送|重定向)\s*:?\s*\[\[",
+    re.IGNORECASE)
+
+
+def redirect_target(page: Page) -> Optional[str]:
+  """Returns the normalized target of a redirect page, or None when it is not a redirect.
+
+  The <redirect title=.../> element wins when present. Otherwise the text is checked for the
+  redirect magic word at its start: '#REDIRECT' in any case, localized words ('#WEITERLEITUNG',
+  ...), an optional ':' and spaces; the target is the first wikilink (parsed with
+  mwparserfromhell), with the '#section' dropped and normalized like every title.
+
+  Returns:
+    The normalized target; '' for a redirect whose target is empty or invalid (still a
+    redirect, not an article); None for a normal page.
+  """
+  if page.redirect_title is not None:
+    return normalize_target(page.redirect_title)
+  match = _REDIRECT.match(page.text)
+  if not match:
+    return None
+  link_text = page.text[match.end() - 2:]
+  close = link_text.find("]]")
+  if close >= 0:
+    link_text = link_text[:close + 2]
+  links = mwparserfromhell.parse(link_text).filter_wikilinks(recursive=False)
+  if not links:
+    return ""
+  return normalize_target(str(links[0].title))
+
+
+# --------------------------------------------------------------------------------------------
+# Article text and links
+# --------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Link:
+  """A wikilink to a main-namespace page, as a mention in the plain text.
+
+  Attributes:
+    start: character offset of the anchor in ParsedArticle.text.
+    end: end offset (exclusive); text[start:end] == anchor.
+    target: normalized target title ('#fragment' dropped; the page itself for '[[#Section]]').
+    anchor: the rendered link text.
+  """
+  start: int
+  end: int
+  target: str
+  anchor: str
+
+
+@dataclasses.dataclass
+class ParsedArticle:
+  """An article rendered to plain text.
+
+  Attributes:
+    text: plain text; one line per paragraph, heading or list item; single spaces.
+    links: main-namespace links in text order.
+    categories: normalized category names (no prefix), unique, in page order.
+    first_paragraph: first prose paragraph of the lead section ('' when none).
+    dropped: links that are not mentions, counted by reason (e.g. 'category', 'file',
+      'in_file_caption', 'interlanguage', 'interwiki', 'other_namespace', 'empty',
+      'invalid_target', 'in_template', 'in_ref', 'in_table').
+  """
+  text: str
+  links: List[Link]
+  categories: List[str]
+  first_paragraph: str
+  dropped: Dict[str, int]
+
+
+# Tags whose contents are not article text.
+_DROP_TAGS = frozenset([
+    "ref", "references", "math", "chem", "ce", "gallery", "timeline", "syntaxhighlight",
+    "source", "score", "imagemap", "graph", "mapframe", "maplink", "templatedata", "hiero",
+    "categorytree", "inputbox", "includeonly", "templatestyles", "indicator", "section",
+    "charinsert", "table", "style", "script", "noscript", "caption",
+])
+# Tags that start and end a line (block elements).
+_BLOCK_TAGS = frozenset([
+    "p", "div", "blockquote", "center", "li", "ul", "ol", "dl", "dd", "dt", "h1", "h2", "h3",
+    "h4", "h5", "h6", "pre", "poem", "hr",
+])
+# Wiki list markup: '*', '#' (li), ':' (dd), ';' (dt).
+_LIST_MARKUP = frozenset("*#:;")
+
+# Inline templates rendered as text (which positional parameter is the visible text); every
+# other template is dropped.
+_TEXT_TEMPLATES = {
+    "nowrap": "first", "nobr": "first", "small": "first", "smaller": "first", "big": "first",
+    "sic": "first", "not a typo": "first", "nihongo": "first", "ill": "first", "lang": "second",
+    "transl": "last", "convert": "convert", "cvt": "convert", "keypress": "first",
+    "em": "first", "strong": "first", "var": "first", "abbr": "first", "visible anchor": "first",
+}
+_CONSTANT_TEMPLATES = {
+    "ndash": "\u2013", "mdash": "\u2014", "snd": " \u2013 ", "spaced ndash": " \u2013 ",
+    "nbsp": " ", "\u00b7": " \u00b7 ", "middot": "\u00b7", "'": "'", "=": "=",
+}
+_LINK_TRAIL = re.compile(r"[a-z]+")  # MediaWiki (en) linktrail: /^([a-z]+)(.*)$/sD
+_BEHAVIOR_SWITCH = re.compile(r"__[A-Z]+__")
+_APOSTROPHES = re.compile(r"'{2,}")
+_WS = re.compile(r"(\s+)")
+_INVISIBLE = dict.fromkeys(map(ord, "\u00ad\u200b\u200c\u200d\u200e\u200f\u2060\ufeff"))
+_CLOSING_PUNCT = frozenset(".,;:!?)]")
+_INDENTED_TABLE = re.compile(r"(?m)^:+[ \t]*(?=\{\|)")
+_PARENTHETICAL = re.compile(r"\s*\([^()]*\)\s*$")
+
+
+def _apostrophes(match: "re.Match[str]") -> str:
+  # '' italic, ''' bold, ''''' both; '''' is an apostrophe + bold; longer runs keep extras.
+  n = len(match.group(0))
+  return "'" if n == 4 else "'" * max(0, n - 5)
+
+
+def pipe_trick(title: str) -> str:
+  """The text MediaWiki shows for '[[title|]]': the title without its namespace prefix and
+  trailing '(qualifier)', or else without ', qualifier'. 'Pine Hill (Ohio)' -> 'Pine Hill'."""
+  t = title.strip().lstrip(":")
+  kind, rest, _ = classify_title(t)
+  if kind not in (MAIN, EMPTY):
+    t = rest
+  stripped = _PARENTHETICAL.sub("", t)
+  if stripped != t:
+    return stripped.strip()
+  return t.split(",", 1)[0].strip()
+
+
+class _Emitter:
+  """Builds plain text while collapsing whitespace, so link offsets stay exact.
+
+  Whitespace is held back until the next visible character: runs of spaces become one space,
+  any newline becomes a line break, no line starts or ends with a space, no empty lines.
+  """
+
+  def __init__(self):
+    self._parts: List[str] = []
+    self.length = 0
+    self._last = ""  # last character emitted
+    self._space = False
+    self._newline = False
+    self._dropped = False  # something (template, ref, ...) was dropped since the last emit
+    self._protected = 0  # end of the last link: text before it is never changed
+    self._mark_line = False
+    self.list_lines: List[int] = []  # start offsets of list-item lines
+
+  def _emit(self, s: str) -> None:
+    self._parts.append(s)
+    self.length += len(s)
+    self._last = s[-1]
+
+  def _flush(self, first: str) -> None:
+    if self.length:
+      if self._newline:
+        if self._last != "\n":
+          self._emit("\n")
+      elif self._space and self._last != "\n":
+        if not (self._dropped and first in _CLOSING_PUNCT):
+          self._emit(" ")
+    if self._mark_line:
+      self.list_lines.append(self.length)
+      self._mark_line = False
+    self._space = self._newline = self._dropped = False
+
+  def _pop_open_paren(self) -> bool:
+    """Removes a '(' left open by dropped markup, e.g. 'Paris ({{IPA|..}})' -> 'Paris'."""
+    if self._last != "(" or self.length - 1 < self._protected:
+      return False
+    last = self._parts[-1]
+    self._parts[-1] = last[:-1]
+    self.length -= 1
+    while self._parts and not self._parts[-1]:
+      self._parts.pop()
+    if self._parts and self._parts[-1].endswith(" ") and self.length - 1 >= self._protected:
+      self._parts[-1] = self._parts[-1][:-1]
+      self.length -= 1
+      self._space = True
+      while self._parts and not self._parts[-1]:
+        self._parts.pop()
+    self._last = self._parts[-1][-1] if self._parts else ""
+    return True
+
+  def text(self, s: str) -> None:
+    """Appends raw text (whitespace collapsed)."""
+    for piece in _WS.split(s):
+      if not piece:
+        continue
+      if piece[0].isspace():
+        if self._dropped and self._last == "(" and "\n" not in piece:
+          continue
+        if "\n" in piece:
+          self._newline = True
+        else:
+          self._space = True
+        continue
+      if self._dropped and self._last == "(" and self.length > self._protected:
+        # '(' + dropped markup, then ')' or ', ' / '; ': 'Paris ({{IPA|..}}; born ..)' ->
+        # 'Paris (born ..)', 'Toronto ({{IPAc-en|..}})' -> 'Toronto'.
+        if piece[0] in ",;":
+          piece = piece.lstrip(",;")
+          self._space = False
+          if not piece:
+            continue
+        if piece[0] == ")" and self._pop_open_paren():
+          self._dropped = False
+          piece = piece[1:]
+          if not piece:
+            continue
+        self._space = False
+      self._flush(piece[0])
+      self._emit(piece)
+
+  def atom(self, s: str) -> Tuple[int, int]:
+    """Appends `s` (already clean: single spaces, no surrounding space) as one unit."""
+    self._flush(s[0])
+    start = self.length
+    self._emit(s)
+    self._protected = self.length
+    return start, self.length
+
+  def space(self) -> None:
+    self._space = True
+
+  def line_break(self, list_item: bool = False) -> None:
+    self._newline = True
+    if list_item:
+      self._mark_line = True
+
+  def dropped(self) -> None:
+    self._dropped = True
+
+  def value(self) -> str:
+    return "".join(self._parts)
+
+
+def _clean_inline(s: str) -> str:
+  return " ".join(s.split())
+
+
+class _Renderer:
+  """Walks a mwparserfromhell tree and renders plain text, links and categories."""
+
+  def __init__(self, page_title: str):
+    self.page_title = titles.normalize_title(page_title)
+    self.links: List[Link] = []
+    self.categories: List[str] = []
+    self.dropped: Dict[str, int] = {}
+    self.lead_end: Optional[int] = None
+
+  def count(self, reason: str, n: int = 1) -> None:
+    if n:
+      self.dropped[reason] = self.dropped.get(reason, 0) + n
+
+  def count_links_in(self, node, reason: str) -> None:
+    """Counts the wikilinks inside a dropped node (they never become mentions)."""
+    self.count(reason, str(node).count("[["))
+
+  def render_inline(self, code) -> str:
+    """Renders a sub-tree (link text, heading) as one clean line; its links are not mentions."""
+    if code is None:
+      return ""
+    sub = _Renderer(self.page_title)
+    sub.categories = self.categories  # a category inside link text still counts
+    out = _Emitter()
+    sub.walk(code.nodes, out, mentions=False)
+    for reason, n in sub.dropped.items():
+      self.count(reason, n)
+    return _clean_inline(out.value())
+
+  def walk(self, node_list: Sequence, out: _Emitter, mentions: bool) -> None:
+    skip = 0  # characters of the next Text node consumed as a link trail
+    for i, node in enumerate(node_list):
+      if isinstance(node, mw_nodes.Text):
+        value = node.value[skip:] if skip else node.value
+        skip = 0
+        if "''" in value:
+          value = _APOSTROPHES.sub(_apostrophes, value)
+        if "__" in value:
+          value = _BEHAVIOR_SWITCH.sub("", value)
+        out.text(value.translate(_INVISIBLE))
+        continue
+      skip = 0
+      if isinstance(node, mw_nodes.Wikilink):
+        trail = ""
+        if i + 1 < len(node_list) and isinstance(node_list[i + 1], mw_nodes.Text):
+          match = _LINK_TRAIL.match(node_list[i + 1].value)
+          if match:
+            trail = match.group(0)
+        if self.wikilink(node, out, mentions, trail):
+          skip = len(trail)
+      elif isinstance(node, mw_nodes.HTMLEntity):
+        try:
+          value = node.normalize()
+        except (ValueError, OverflowError):
+          value = str(node)
+        out.text(value.translate(_INVISIBLE))
+      elif isinstance(node, mw_nodes.Tag):
+        self.tag(node, out, mentions)
+      elif isinstance(node, mw_nodes.Heading):
+        if self.lead_end is None:
+          self.lead_end = out.length
+        out.line_break()
+        self.walk(node.title.nodes, out, mentions)
+        out.line_break()
+      elif isinstance(node, mw_nodes.ExternalLink):
+        if node.title is not None:
+          self.walk(node.title.nodes, out, mentions=False)
+        elif not node.brackets:
+          out.text(str(node.url))
+        else:
+          out.dropped()
+      elif isinstance(node, mw_nodes.Template) and self.text_template(node, out, mentions):
+        continue
+      else:  # Template, Argument, Comment, and anything unknown
+        if isinstance(node, (mw_nodes.Template, mw_nodes.Argument)):
+          self.count_links_in(node, "in_template")
+        out.dropped()
+
+  def text_template(self, node, out: _Emitter, mentions: bool) -> bool:
+    """Renders the few inline templates whose output is plain prose; False for the rest."""
+    name = " ".join(str(node.name).replace("_", " ").split()).lower()
+    if name in _CONSTANT_TEMPLATES:
+      out.text(_CONSTANT_TEMPLATES[name])
+      return True
+    rule = _TEXT_TEMPLATES.get(name)
+    if rule is None:
+      return False
+    positional = [p.value for p in node.params if not p.showkey]
+    if rule == "first":
+      chosen = positional[:1]
+    elif rule == "second":
+      chosen = positional[1:2]
+    elif rule == "last":
+      chosen = positional[-1:]
+    else:  # 'convert': value and unit
+      chosen = positional[:2]
+    if not chosen:
+      return False
+    for i, value in enumerate(chosen):
+      if i:
+        out.space()
+      self.walk(value.nodes, out, mentions)
+    return True
+
+  def tag(self, node, out: _Emitter, mentions: bool) -> None:
+    markup = node.wiki_markup
+    if markup and markup in _LIST_MARKUP:
+      out.line_break(list_item=True)
+      return
+    name = str(node.tag).strip().lower()
+    if name in _DROP_TAGS:
+      if not node.self_closing:
+        reason = {"table": "in_table", "ref": "in_ref"}.get(name, "in_other_tag")
+        self.count_links_in(node, reason)
+      out.dropped()
+      return
+    if name == "br":
+      out.space()
+      return
+    block = name in _BLOCK_TAGS
+    if block:
+      out.line_break(list_item=name in ("li", "dd", "dt"))
+    if node.contents is not None and not node.self_closing:
+      self.walk(node.contents.nodes, out, mentions)
+    if block:
+      out.line_break()
+
+  def wikilink(self, node, out: _Emitter, mentions: bool, trail: str) -> bool:
+    """Renders one wikilink; returns True when `trail` was used."""
+    raw_title = str(node.title)
+    kind, rest, leading_colon = classify_title(raw_title)
+    if kind == CATEGORY and not leading_colon:
+      name = normalize_target(rest)
+      if name and name not in self.categories:
+        self.categories.append(name)
+      self.count("category")
+      return False
+    if kind == FILE and not leading_colon:
+      self.count("file")
+      if node.text is not None:
+        self.count("in_file_caption", len(_filter_links(node.text)))
+      out.dropped()
+      return False
+    if kind == INTERLANGUAGE and not leading_colon:
+      self.count("interlanguage")
+      out.dropped()
+      return False
+    if kind == EMPTY:
+      self.count("empty")
+      out.dropped()
+      return False
+    # Visible text: the piped text, the pipe trick, or the title as written.
+    if node.text is not None:
+      anchor = self.render_inline(node.text)
+      if not anchor and not str(node.text).strip():
+        if str(node.text):  # '[[Foo| ]]'
+          anchor = ""
+        else:
+          anchor = pipe_trick(_clean_inline(self.render_inline(node.title)))
+    else:
+      anchor = self.render_inline(node.title)
+      if anchor.startswith(":"):
+        anchor = anchor[1:].lstrip()
+      if "%" in anchor:  # MediaWiki shows a percent-encoded title decoded
+        decoded = _clean_inline(urllib.parse.unquote(anchor))
+        if decoded.isprintable():
+          anchor = decoded
+    if anchor and trail:
+      anchor += trail
+    if kind != MAIN:
+      self.count({INTERLANGUAGE: INTERWIKI, INTERWIKI: INTERWIKI}.get(kind, OTHER_NAMESPACE))
+      if anchor:
+        out.atom(anchor)
+      return bool(anchor)
+    if rest.startswith("#"):
+      target = self.page_title  # same-page section link
+    else:
+      target = normalize_target(rest)
+    if not target:
+      self.count("invalid_target" if rest.split("#", 1)[0].strip() else "empty")
+      if anchor:
+        out.atom(anchor)
+      return bool(anchor)
+    if not anchor:
+      self.count("empty_anchor")
+      out.dropped()
+      return False
+    start, end = out.atom(anchor)
+    if mentions:
+      self.links.append(Link(start=start, end=end, target=target, anchor=anchor))
+    else:
+      self.count("nested_link")
+    return True
+
+
+def _filter_links(code) -> list:
+  try:
+    return code.filter_wikilinks(recursive=True)
+  except (AttributeError, ValueError):
+    return []
+
+
+def _is_prose(line: str) -> bool:
+  return any(c.isalpha() for c in line) and not any(
+      bad in line for bad in ("{{", "}}", "[[", "]]", "<ref", "||", "{|", "|}"))
+
+
+def _first_paragraph(text: str, lead_end: Optional[int], list_lines: Sequence[int]) -> str:
+  """First prose line of the lead section; else the first prose line anywhere."""
+  list_starts = set(list_lines)
+  fallback = ""
+  pos = 0
+  for line in text.split("\n"):
+    start = pos
+    pos += len(line) + 1
+    if start in list_starts or not _is_prose(line):
+      continue
+    if lead_end is None or start < lead_end:
+      return line
+    if not fallback:
+      fallback = line
+  return fallback
+
+
+def parse_article(wikitext: str, page_title: str) -> ParsedArticle:
+  """Renders an article's wikitext to plain text with its links, categories, first paragraph.
+
+  Rules (MediaWiki rendering, reduced to what mention and entity features need):
+  - templates (any nesting), comments, tables, <ref> (and self-closing refs), <math>,
+    <gallery>, <timeline>, <syntaxhighlight>, <score> and similar are dropped with their
+    contents; links inside them are counted in `dropped`, never mentions;
+  - formatting ('' ''', <b>, <span>, ...) keeps its contents; <br> becomes a space; headings
+    and list items are lines of their own; HTML entities are decoded exactly once (a malformed
+    one like '&000nbsp;' stays as written) and NBSP becomes a plain space;
+  - '[[Category:X|key]]' (any case) adds 'X' to categories; '[[File:...]]' / Image: / Media:
+    render nothing (links in captions counted as 'in_file_caption'); '[[fr:X]]' renders
+    nothing; leading-colon, interwiki and other-namespace links render their text only;
+  - a main-namespace link is a mention: anchor = piped text, or the title as written, or the
+    pipe trick ('[[Pine Hill (Ohio)|]]' -> 'Pine Hill'); a link trail extends it
+    ('[[bus]]es' -> 'buses'); '[[#Section|x]]' links to the page itself; '[[]]', '[[|x]]',
+    '[[ ]]' are not links.
+
+  Args:
+    wikitext: the page's wikitext (XML entities already decoded by the XML parser).
+    page_title: the page's title (target of same-page section links).
+
+  Returns:
+    ParsedArticle; for every link, text[link.start:link.end] == link.anchor.
+  """
+  if ":{|" in wikitext:
+    # MediaWiki accepts an indented table (':{|'); mwparserfromhell only sees '{|' at a line
+    # start, so the indentation is removed before parsing.
+    wikitext = _INDENTED_TABLE.sub("", wikitext)
+  code = mwparserfromhell.parse(wikitext, skip_style_tags=True)
+  renderer = _Renderer(page_title)
+  out = _Emitter()
+  renderer.walk(code.nodes, out, mentions=True)
+  text = out.value()
+  first = _first_paragraph(text, renderer.lead_end, out.list_lines)
+  return ParsedArticle(text=text, links=renderer.links, categories=renderer.categories,
+                       first_paragraph=first, dropped=renderer.dropped)

@@ -1,0 +1,261 @@
+"""Tests of the extraction pipeline on a small handmade dump (real runs into tmp_path)."""
+
+import glob
+import json
+import os
+
+import apache_beam as beam
+from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.testing import test_pipeline
+from apache_beam.testing.util import assert_that, equal_to
+import pytest
+import tensorflow as tf
+
+from beam_pipelines import extract_wikipedia as extract
+from beam_pipelines import wikitext
+from dense_entity import schema
+
+
+def _page(page_id, title, text, ns=0, redirect=None):
+  redirect_xml = f'<redirect title="{redirect}" />' if redirect else ""
+  if text is None:
+    text_xml = '<text bytes="0" xml:space="preserve" />'
+  else:
+    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    text_xml = f'<text xml:space="preserve">{text}</text>'
+  return (f"  <page>\n    <title>{title}</title>\n    <ns>{ns}</ns>\n    <id>{page_id}</id>\n"
+          f"    {redirect_xml}<revision><id>{page_id + 500}</id>{text_xml}</revision>\n"
+          "  </page>\n")
+
+
+ORE_RIVER = """{{Infobox river|name=Ore River|mouth=[[Gull Sea]]}}
+'''Ore River''' is a river that flows past [[Port Alder]] into [[Lake Fen]].<ref>[[Cited Page]]</ref>
+[[File:Ore.jpg|thumb|The river near [[Gull Point]].]]
+The [[Ore Stream|the stream]] part is short; see [[fr:Rivière Ore]] and [[Loop A|the loop]].
+
+== Course ==
+It passes [[Port Alder|the port]] twice.
+[[category:Rivers|Ore]]
+[[Category:Norland]]"""
+
+PORT_ALDER = """'''Port Alder''' is a harbor town on the [[ore River|river]].
+Ships from [[Ore creek]] and [[Ore brook]] dock at [[Port Alder#Quays|its quays]]."""
+
+DUMP = ('<mediawiki xmlns="http://www.mediawiki.org/xml/export-0.10/" version="0.10">\n'
+        "  <siteinfo><sitename>Test</sitename></siteinfo>\n"
+        + _page(10, "Ore River", ORE_RIVER)
+        + _page(11, "Port Alder", PORT_ALDER)
+        + _page(12, "Ore Stream", "#REDIRECT [[Ore River]]", redirect="Ore River")
+        + _page(13, "Ore creek", "#redirect[[ore River#Course]]")
+        + _page(14, "Ore brook", "#REDIRECT: [[Ore Stream]]")  # a chain
+        + _page(15, "Loop A", "#REDIRECT [[Loop B]]")
+        + _page(16, "Loop B", "#REDIRECT [[Loop A]]")
+        + _page(17, "Portal:Trains", "Trains [[Ore River]]", ns=100)
+        + _page(18, "Quarry Notes", None)
+        + "</mediawiki>\n")
+
+DESCRIPTIONS = [
+    {"title": "Lake Fen", "text": "Lake Fen is a shallow lake.", "topic": "x"},
+    {"title": "Ore brook", "text": "A description that must not replace the page's text."},
+    {"title": "Zug", "text": "Zug is a town."},
+]
+
+
+def _read_records(directory, prefix):
+  examples = []
+  for path in sorted(glob.glob(os.path.join(directory, f"{prefix}-*.tfrecord"))):
+    for record in tf.data.TFRecordDataset(path).as_numpy_iterator():
+      example = tf.train.Example.FromString(record)
+      examples.append({key: [v.decode() for v in feature.bytes_list.value]
+                       for key, feature in example.features.feature.items()})
+  return examples
+
+
+def _single(record):
+  return {k: v[0] if len(v) == 1 and k not in (schema.ENTITY_CATEGORIES,
+                                               schema.ENTITY_ALIASES, schema.ENTITY_SOURCE)
+          else v for k, v in record.items()}
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory):
+  directory = tmp_path_factory.mktemp("inputs")
+  dump_path = directory / "dump.xml"
+  dump_path.write_text(DUMP, encoding="utf-8")
+  descriptions = directory / "descriptions.jsonl"
+  descriptions.write_text("".join(json.dumps(d) + "\n" for d in DESCRIPTIONS) + "not json\n",
+                          encoding="utf-8")
+  # Held out: the page whose fingerprint is smaller; the fraction lies between the two.
+  low, high = sorted(extract.fingerprint_fraction(t) for t in ("Ore River", "Port Alder"))
+  heldout_page = min(("Ore River", "Port Alder"), key=extract.fingerprint_fraction)
+  return {"dump": str(dump_path), "descriptions": str(descriptions),
+          "fraction": (low + high) / 2, "heldout_page": heldout_page}
+
+
+@pytest.fixture(scope="module")
+def run_output(inputs, tmp_path_factory):
+  out = str(tmp_path_factory.mktemp("out"))
+  stats = extract.run([inputs["dump"]], out, heldout_fraction=inputs["fraction"],
+                      descriptions=inputs["descriptions"])
+  return out, stats
+
+
+def test_entities(run_output):
+  out, _ = run_output
+  entities = {e[schema.ENTITY_TITLE][0]: _single(e)
+              for e in _read_records(out, schema.ENTITIES_PREFIX)}
+  # Not 'Cited Page' (link in a <ref>), 'Gull Sea' (in a template), 'Gull Point' (in a file
+  # caption), 'Loop A' (redirect loop), 'Portal:Trains' (namespace 100), redirects.
+  assert sorted(entities) == ["Lake Fen", "Ore River", "Port Alder", "Quarry Notes", "Zug"]
+  ore = entities["Ore River"]
+  assert ore[schema.ENTITY_TEXT] == ("Ore River is a river that flows past Port Alder into "
+                                     "Lake Fen.")
+  assert ore[schema.ENTITY_CATEGORIES] == ["Rivers", "Norland"]
+  assert ore[schema.ENTITY_ALIASES] == ["Ore Stream", "Ore brook", "Ore creek"]
+  assert ore[schema.ENTITY_SOURCE] == ["page", "link_target", "description"]
+  lake = entities["Lake Fen"]
+  assert lake[schema.ENTITY_TEXT] == "Lake Fen is a shallow lake."
+  assert lake[schema.ENTITY_SOURCE] == ["link_target", "description"]
+  assert entities["Zug"][schema.ENTITY_SOURCE] == ["description"]
+  assert entities["Quarry Notes"][schema.ENTITY_TEXT] == ""
+  assert entities["Quarry Notes"][schema.ENTITY_SOURCE] == ["page"]
+
+
+def test_mentions_split_and_features(run_output, inputs):
+  out, _ = run_output
+  train = [_single(m) for m in _read_records(out, schema.TRAIN_MENTIONS_PREFIX)]
+  heldout = [_single(m) for m in _read_records(out, schema.HELDOUT_MENTIONS_PREFIX)]
+  assert {m[schema.SOURCE_PAGE] for m in heldout} == {inputs["heldout_page"]}
+  assert inputs["heldout_page"] not in {m[schema.SOURCE_PAGE] for m in train}
+  mentions = {m[schema.MENTION_ID]: m for m in train + heldout}
+  got = sorted((m[schema.MENTION_ID], m[schema.MENTION_SPAN], m[schema.ENTITY_TITLE])
+               for m in mentions.values())
+  assert got == [
+      ("10:0", "Port Alder", "Port Alder"),
+      ("10:1", "Lake Fen", "Lake Fen"),
+      ("10:2", "the stream", "Ore River"),
+      # 10:3 'the loop' -> Loop A: a redirect loop, dropped
+      ("10:4", "the port", "Port Alder"),
+      ("11:0", "river", "Ore River"),
+      ("11:1", "Ore creek", "Ore River"),
+      ("11:2", "Ore brook", "Ore River"),
+      ("11:3", "its quays", "Port Alder"),
+  ]
+  first = mentions["10:0"]
+  assert first[schema.MENTION_LEFT] == "a river that flows past"  # 5 tokens
+  assert first[schema.MENTION_RIGHT] == "into Lake Fen."
+  assert first[schema.MENTION_SENTENCE] == (
+      "Ore River is a river that flows past [MASK] into Lake Fen.")
+  assert first[schema.ENTITY_TEXT] == ("Port Alder is a harbor town on the river.")
+  river = mentions["11:0"]
+  assert river[schema.ENTITY_CATEGORIES] == ["Rivers", "Norland"]
+  assert river[schema.ENTITY_TEXT].startswith("Ore River is a river")
+
+
+def test_tables_and_stats(run_output, inputs):
+  out, stats = run_output
+  with open(os.path.join(out, schema.REDIRECTS_FILE), encoding="utf-8") as f:
+    assert f.read() == ("Ore Stream\tOre River\nOre brook\tOre River\nOre creek\tOre River\n")
+  with open(os.path.join(out, schema.ALIAS_COUNTS_FILE), encoding="utf-8") as f:
+    rows = [line.rstrip("\n").split("\t") for line in f]
+  assert rows == sorted(rows)
+  expected = {
+      "Ore River": [["lake fen", "Lake Fen", "1"], ["port alder", "Port Alder", "1"],
+                    ["the port", "Port Alder", "1"], ["the stream", "Ore River", "1"]],
+      "Port Alder": [["its quays", "Port Alder", "1"], ["ore brook", "Ore River", "1"],
+                     ["ore creek", "Ore River", "1"], ["river", "Ore River", "1"]],
+  }
+  train_page = ({"Ore River", "Port Alder"} - {inputs["heldout_page"]}).pop()
+  assert rows == expected[train_page]  # alias counts come from the train split only
+  assert stats["pages_read"] == 9
+  assert stats["articles"] == 3
+  assert stats["redirects"] == 5
+  assert stats["redirects_loop"] == 2
+  assert stats["pages_other_namespace"] == 1
+  assert stats["mentions_dropped_redirect_loop"] == 1
+  assert stats["links_dropped_in_file_caption"] == 1
+  assert stats["links_dropped_in_ref"] == 1
+  assert stats["links_dropped_interlanguage"] == 1
+  assert stats["links_dropped_category"] == 2
+  assert stats["descriptions_invalid"] == 1
+  assert stats["mentions_train"] + stats["mentions_heldout"] == 8
+  with open(os.path.join(out, schema.STATS_FILE), encoding="utf-8") as f:
+    assert json.load(f) == stats
+  with open(os.path.join(out, schema.MANIFEST_FILE), encoding="utf-8") as f:
+    manifest = json.load(f)
+  assert sorted(os.listdir(out)) == sorted(manifest["files"] + [schema.MANIFEST_FILE])
+  assert manifest["counts"][schema.ENTITIES_PREFIX] == 5
+  assert manifest["heldout_fraction"] == inputs["fraction"]
+  assert manifest["inputs"] == [inputs["dump"]]
+
+
+def test_rerun_replaces_outputs_and_failure_leaves_no_manifest(inputs, tmp_path, monkeypatch):
+  out = str(tmp_path / "out")
+  extract.run([inputs["dump"]], out, heldout_fraction=0.0)
+  first = sorted(os.listdir(out))
+  assert "entities-00000-of-00001.tfrecord" in first
+  extract.run([inputs["dump"]], out, heldout_fraction=0.0, num_shards=2)
+  second = sorted(os.listdir(out))
+  assert "entities-00000-of-00001.tfrecord" not in second
+  assert "entities-00001-of-00002.tfrecord" in second
+  assert "mentions_heldout-00001-of-00002.tfrecord" in second  # empty shards exist too
+  assert len(_read_records(out, schema.ENTITIES_PREFIX)) == 4
+
+  def broken(*args, **kwargs):
+    raise RuntimeError("disk full")
+
+  monkeypatch.setattr(extract, "entity_example", broken)
+  with pytest.raises(Exception, match="disk full"):
+    extract.run([inputs["dump"]], out, heldout_fraction=0.0)
+  assert schema.MANIFEST_FILE not in os.listdir(out)
+  assert not [n for n in os.listdir(out) if n.startswith(".staging")]
+  with pytest.raises(FileNotFoundError, match="no-such"):
+    extract.run([str(tmp_path / "no-such-*.xml")], out)
+
+
+def test_bad_page_is_skipped_and_counted(tmp_path):
+  good = _page(1, "Birch Cove", "'''Birch Cove''' faces [[Ore Bay]].")
+  bad = "  <page><title>Bad</title><ns>0</ns><id>2</id><revision><text>a < b</text>" \
+        "</revision></page>\n"
+  path = tmp_path / "bad.xml"
+  path.write_text(f"<mediawiki>\n{good}{bad}</mediawiki>\n", encoding="utf-8")
+  out = str(tmp_path / "out")
+  stats = extract.run([str(path)], out, heldout_fraction=0.0)
+  assert stats["pages_unreadable"] == 1
+  assert stats["mentions_train"] == 1
+  assert os.path.exists(os.path.join(out, schema.MANIFEST_FILE))
+
+
+def test_composite_with_test_pipeline(inputs, tmp_path):
+  with test_pipeline.TestPipeline() as pipeline:
+    outputs = extract.build_pipeline(pipeline, [inputs["dump"]], str(tmp_path),
+                                     heldout_fraction=0.0, num_shards=1)
+    assert_that(outputs["entities"] | beam.Map(lambda e: e.title),
+                equal_to(["Lake Fen", "Ore River", "Port Alder", "Quarry Notes"]),
+                label="EntityTitles")
+    assert_that(outputs["redirects"],
+                equal_to([("Ore Stream", "Ore River"), ("Ore brook", "Ore River"),
+                          ("Ore creek", "Ore River")]), label="Redirects")
+    assert_that(outputs["mentions_heldout"], equal_to([]), label="NoHeldout")
+
+
+def test_same_bytes_in_memory_and_multi_processing(inputs, tmp_path):
+  outputs = {}
+  for mode, workers in (("in_memory", 1), ("multi_processing", 2)):
+    out = str(tmp_path / mode)
+    options = PipelineOptions([f"--direct_running_mode={mode}",
+                               f"--direct_num_workers={workers}"])
+    extract.run([inputs["dump"]], out, heldout_fraction=inputs["fraction"],
+                descriptions=inputs["descriptions"], pipeline_options=options, num_shards=2)
+    outputs[mode] = {
+        name: open(os.path.join(out, name), "rb").read()
+        for name in sorted(os.listdir(out)) if name != schema.MANIFEST_FILE}
+  assert outputs["in_memory"] == outputs["multi_processing"]
+
+
+def test_fingerprint_is_stable():
+  assert extract.fingerprint_fraction("Ore River") == pytest.approx(
+      int.from_bytes(__import__("hashlib").sha256(b"Ore River").digest()[:8], "big") / 2**64)
+  assert not extract.is_heldout("Anything", 0.0)
+  assert extract.is_heldout("Anything", 1.0)
+  assert wikitext.is_main_namespace_title("Harbor Lights: The Return")

@@ -1,0 +1,322 @@
+"""Tests of beam_pipelines.wikitext: dump reading, redirects, article text, links."""
+
+import bz2
+import glob
+import io
+import os
+import random
+import re
+
+import pytest
+
+from beam_pipelines import wikitext
+from dense_entity import mention_features
+from dense_entity import schema
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+WIKITEXT_DIR = os.path.join(REPO_ROOT, "..", "shared", "data", "wikitext_en")
+
+_NS = "http://www.mediawiki.org/xml/export-0.11/"
+
+
+def page_xml(page_id, title, text, ns=0, redirect=None):
+  redirect_xml = f'<redirect title="{redirect}" />' if redirect else ""
+  return (f"<page><title>{title}</title><ns>{ns}</ns><id>{page_id}</id>{redirect_xml}"
+          f"<revision><id>{page_id + 1000}</id><text xml:space=\"preserve\">{text}</text>"
+          "</revision></page>\n").encode("utf-8")
+
+
+def dump(*pages, header=f'<mediawiki xmlns="{_NS}" version="0.11">\n'):
+  return header.encode() + b"".join(pages) + b"</mediawiki>\n"
+
+
+def check_offsets(article):
+  for link in article.links:
+    assert article.text[link.start:link.end] == link.anchor
+    assert link.anchor and link.target
+
+
+def mentions_of(article):
+  return [(link.anchor, link.target) for link in article.links]
+
+
+# --- dump reading ------------------------------------------------------------------------
+
+
+class TestIterPages:
+
+  def test_reads_pages_with_namespace_of_any_version(self):
+    data = dump(page_xml(7, "Gravel Bay", "Some '''text'''."),
+                page_xml(8, "Talk:Gravel Bay", "chat", ns=1))
+    pages = list(wikitext.iter_pages(io.BytesIO(data)))
+    assert [(p.page_id, p.title, p.ns) for p in pages] == [(7, "Gravel Bay", 0),
+                                                           (8, "Talk:Gravel Bay", 1)]
+    assert pages[0].text == "Some '''text'''."
+    assert pages[0].redirect_title is None
+
+  def test_empty_self_closing_text_is_an_empty_page(self):
+    # Bug kind wp-01: '<text ... />' must not swallow the next page.
+    data = (b"<mediawiki><page><title>Slate Hollow</title><ns>0</ns><id>31</id><revision>"
+            b"<id>1</id><text bytes=\"0\" xml:space=\"preserve\" /></revision></page><page>"
+            b"<title>Tern Marsh</title><ns>0</ns><id>32</id><revision><id>2</id>"
+            b"<text xml:space=\"preserve\">'''Tern Marsh''' drains into the [[Wren Canal]]."
+            b"</text></revision></page></mediawiki>")
+    pages = list(wikitext.iter_pages(io.BytesIO(data)))
+    assert [(p.page_id, p.title, p.text) for p in pages] == [
+        (31, "Slate Hollow", ""),
+        (32, "Tern Marsh", "'''Tern Marsh''' drains into the [[Wren Canal]].")]
+    article = wikitext.parse_article(pages[1].text, pages[1].title)
+    assert mentions_of(article) == [("Wren Canal", "Wren Canal")]
+    assert "<" not in article.text
+
+  def test_multistream_bz2_reads_every_stream(self, tmp_path):
+    # Bug kind wp-02: a decompressor that stops after the first bz2 stream.
+    first = b'<mediawiki xmlns="http://www.mediawiki.org/xml/export-0.10/">' + page_xml(
+        41, "Cedar Ford", "One.")
+    second = page_xml(42, "Elm Reach", "Two.") + b"</mediawiki>"
+    path = tmp_path / "multi.xml.bz2"
+    path.write_bytes(bz2.compress(first) + bz2.compress(second))
+    with bz2.open(path) as f:
+      assert len(f.read()) == len(first) + len(second)
+    assert [p.page_id for p in wikitext.iter_pages(str(path))] == [41, 42]
+    with open(path, "rb") as f:  # a file object (as Beam's FileSystems gives) works too
+      assert [p.title for p in wikitext.iter_pages(f)] == ["Cedar Ford", "Elm Reach"]
+
+  def test_redirect_element_and_html_escaping(self):
+    data = dump(page_xml(5, "Old Name", "#REDIRECT [[New Name]]", redirect="New Name"),
+                page_xml(6, "Smith", "Smith &amp;amp; Sons &lt;b&gt;x&lt;/b&gt;"))
+    pages = list(wikitext.iter_pages(io.BytesIO(data)))
+    assert pages[0].redirect_title == "New Name"
+    assert pages[1].text == "Smith &amp; Sons <b>x</b>"  # XML escaping decoded once
+
+  def test_malformed_page_is_reported_and_skipped(self):
+    bad = b"<page><title>Broken</title><ns>0</ns><id>9</id><revision><text>a < b</text>" \
+          b"</revision></page>\n"
+    non_utf8 = b"<page><title>Bytes</title><ns>0</ns><id>10</id><revision><text>\xff\xfe" \
+               b"</text></revision></page>\n"
+    data = dump(page_xml(8, "Good One", "fine"), bad, non_utf8, page_xml(11, "Good Two", "ok"))
+    errors = []
+    pages = list(wikitext.iter_pages(io.BytesIO(data), on_error=errors.append,
+                                     source_name="test.xml"))
+    assert [p.page_id for p in pages] == [8, 11]
+    assert len(errors) == 2
+    assert "test.xml" in str(errors[0]) and "page id 9" in str(errors[0])
+    assert "page id 10" in str(errors[1])
+    with pytest.raises(wikitext.DumpError):
+      list(wikitext.iter_pages(io.BytesIO(data)))
+
+  def test_truncated_bz2_keeps_earlier_pages(self, tmp_path):
+    rng = random.Random(0)
+    words = ["ore", "river", "bay", "cliff", "town", "mill", "ferry", "gull"]
+    data = dump(*[page_xml(i, f"Page {i}", " ".join(rng.choice(words) for _ in range(2000)))
+                  for i in range(1, 30)])
+    compressed = bz2.compress(data, compresslevel=1)  # 100 kB blocks: several per file
+    path = tmp_path / "cut.xml.bz2"
+    path.write_bytes(compressed[:len(compressed) * 2 // 3])
+    errors = []
+    pages = list(wikitext.iter_pages(str(path), on_error=errors.append))
+    assert pages and pages[0].page_id == 1 and len(pages) < 29
+    assert len(errors) == 1 and "cut.xml.bz2" in str(errors[0])
+
+
+# --- redirects -----------------------------------------------------------------------------
+
+
+class TestRedirects:
+
+  @pytest.mark.parametrize("text", [
+      "#REDIRECT [[Ore River]]",
+      "#redirect[[ore River#Course]]",
+      "#Redirect [[Ore River]]",
+      "#REDIRECT: [[Ore River]] {{R from CamelCase}}",
+      "  #REDIRECT:[[Ore_River|x]]\n\n[[Category:Redirects]]",
+      "#WEITERLEITUNG [[Ore River]]",
+  ])
+  def test_redirect_spellings(self, text):
+    # Bug kind wp-14.
+    page = wikitext.Page(page_id=1, title="Ore Stream", ns=0, text=text)
+    assert wikitext.redirect_target(page) == "Ore River"
+
+  def test_redirect_element_wins(self):
+    page = wikitext.Page(page_id=1, title="Ore R.", ns=0, text="#REDIRECT [[Elsewhere]]",
+                         redirect_title="ore River")
+    assert wikitext.redirect_target(page) == "Ore River"
+
+  def test_not_a_redirect(self):
+    for text in ["The #REDIRECT magic word [[Foo]].", "'''Ore River''' is long.", ""]:
+      assert wikitext.redirect_target(wikitext.Page(1, "X", 0, text)) is None
+
+
+# --- article text and links ----------------------------------------------------------------
+
+
+class TestParseArticle:
+
+  def test_real_lead_snippet(self):
+    text = ("{{Infobox river\n| name = Aa\n| mouth = [[North Sea]]\n}}\n"
+            "'''Alabama''' ({{IPAc-en|ˌ|æ|l|ə|ˈ|b|æ|m|ə}}) is a [[U.S. state|state]] in the "
+            "[[Southeastern United States|southeastern region]] of the [[United States]].<ref "
+            "name=\"census\">{{cite web|url=http://x.org|title=Census}}</ref> It is bordered "
+            "by [[Tennessee]] to the north.\n\n== History ==\nThe [[Muscogee]] lived here.\n"
+            "[[Category:States of the United States]]\n[[de:Alabama]]")
+    article = wikitext.parse_article(text, "Alabama")
+    check_offsets(article)
+    assert article.first_paragraph == (
+        "Alabama is a state in the southeastern region of the United States. It is bordered "
+        "by Tennessee to the north.")
+    assert mentions_of(article) == [
+        ("state", "U.S. state"), ("southeastern region", "Southeastern United States"),
+        ("United States", "United States"), ("Tennessee", "Tennessee"),
+        ("Muscogee", "Muscogee")]
+    assert article.categories == ["States of the United States"]
+    assert article.text.split("\n")[1:] == ["History", "The Muscogee lived here."]
+    assert article.dropped["in_template"] == 1 and article.dropped["interlanguage"] == 1
+
+  def test_file_caption_links_and_parameters(self):
+    # Bug kind wp-04.
+    text = ("[[File:Quay at night.jpg|thumb|left|250px|alt=Lit quay|A tug off [[Gull Point]] "
+            "at night.]] The [[Slate River]] reaches the coast. Also: 'Foo "
+            "[[Image:Chart.svg|120px]] bar' and [[media:Song.ogg|a song]].")
+    article = wikitext.parse_article(text, "Coast")
+    check_offsets(article)
+    assert mentions_of(article) == [("Slate River", "Slate River")]
+    assert article.dropped["in_file_caption"] == 1
+    assert article.dropped["file"] == 3
+    for residue in ("thumb", "left", "250px", "alt=", "Gull Point", "File:"):
+      assert residue not in article.text
+    assert "'Foo bar'" in article.text
+    link = article.links[0]
+    features = mention_features.mention_features(article.text, link.start, link.end)
+    assert features[schema.MENTION_SENTENCE] == "The [MASK] reaches the coast."
+
+  def test_section_links(self):
+    # Bug kind wp-05.
+    text = ("Under the [[History of Vellmar#Early kings|early kings]] the [[#Rivers|rivers]] "
+            "moved; see [[Vellmar Fleet#Ships]].")
+    article = wikitext.parse_article(text, "Vellmar")
+    check_offsets(article)
+    assert mentions_of(article) == [("early kings", "History of Vellmar"),
+                                    ("rivers", "Vellmar"),
+                                    ("Vellmar Fleet#Ships", "Vellmar Fleet")]
+    assert "[[" not in article.text
+
+  def test_title_normalization(self):
+    # Bug kind wp-06.
+    text = ("[[the_Copper Wrens|their group]] / [[  Copper   Wrens ]] / [[COPPER WRENS]] / "
+            "[[Falcon%27s_Crag]] / [[\u00e9tang Road]]")
+    article = wikitext.parse_article(text, "Bands")
+    check_offsets(article)
+    assert [l.target for l in article.links] == [
+        "The Copper Wrens", "Copper Wrens", "COPPER WRENS", "Falcon's Crag", "\u00c9tang Road"]
+    assert article.links[1].anchor == "Copper Wrens"
+
+  def test_colon_prefix_classification(self):
+    # Bug kind wp-07.
+    text = ("See [[:es:Puente Azul|the Spanish article]], the [[wiktionary:jetty|jetty]] entry, "
+            "[[Night Trains: The Return|its sequel]], and [[:Category:Piers|pier list]].\n"
+            "[[CATEGORY:Piers|Night]]\n[[es:Puente Azul]]\n[[Wikipedia:Manual|guide]]")
+    article = wikitext.parse_article(text, "Night Trains: The Return")
+    check_offsets(article)
+    assert mentions_of(article) == [("its sequel", "Night Trains: The Return")]
+    assert article.categories == ["Piers"]
+    for visible in ("the Spanish article", "jetty", "pier list", "guide"):
+      assert visible in article.text
+    for hidden in ("es:", "Puente", "Category", "CATEGORY", "Wikipedia:"):
+      assert hidden not in article.text
+    assert article.dropped["interwiki"] == 2
+    assert article.dropped["other_namespace"] == 2
+    assert article.dropped["interlanguage"] == 1
+    assert wikitext.classify_title("Night Trains: The Return")[0] == wikitext.MAIN
+
+  def test_html_entities_decoded_once(self):
+    # Bug kind wp-10: the XML layer already turned '&amp;amp;' into '&amp;'.
+    text = "Brown &amp; Co. sail from [[Lake Fen|Lake&nbsp;Fen]] at 5&000nbsp;km and Q&amp;A."
+    article = wikitext.parse_article(text, "Brown")
+    check_offsets(article)
+    assert mentions_of(article) == [("Lake Fen", "Lake Fen")]
+    assert article.text == "Brown & Co. sail from Lake Fen at 5&000nbsp;km and Q&A."
+    link = article.links[0]
+    features = mention_features.mention_features(article.text, link.start, link.end)
+    assert features[schema.MENTION_SENTENCE] == (
+        "Brown & Co. sail from [MASK] at 5&000nbsp;km and Q&A.")
+
+  def test_ref_contents_dropped(self):
+    # Bug kind wp-11.
+    text = ("Old mills rarely survive,<ref>{{cite book|title=Mills|publisher=[[Stone Press]]}}"
+            "</ref> though [[Mill Town|a few]] do.<ref name=\"m2\"/> Later, [[Weir Lane]] "
+            "was paved.<ref name=x>plain [[Note Page]] body</ref>")
+    article = wikitext.parse_article(text, "Mills")
+    check_offsets(article)
+    assert mentions_of(article) == [("a few", "Mill Town"), ("Weir Lane", "Weir Lane")]
+    assert "ref" not in article.text and "Stone Press" not in article.text
+    assert article.dropped["in_ref"] == 2
+    link = article.links[0]
+    features = mention_features.mention_features(article.text, link.start, link.end)
+    assert features[schema.MENTION_SENTENCE] == "Old mills rarely survive, though [MASK] do."
+
+  def test_empty_and_degenerate_links(self):
+    # Bug kind wp-13.
+    text = "A [[]] and [[|lonely]] and [[ ]] and [[Oak Ridge (Texas)|]] and [[Oak Ridge]]."
+    article = wikitext.parse_article(text, "Ridges")
+    check_offsets(article)
+    assert mentions_of(article) == [("Oak Ridge", "Oak Ridge (Texas)"),
+                                    ("Oak Ridge", "Oak Ridge")]
+    assert article.dropped["empty"] == 3
+    assert "[[" not in article.text
+
+  def test_pipe_trick_and_link_trail(self):
+    text = "[[Paris, Texas|]] has [[bus]]es, [[Help:Tables|]] and [[tram]]'s."
+    article = wikitext.parse_article(text, "X")
+    check_offsets(article)
+    assert mentions_of(article) == [("Paris", "Paris, Texas"), ("buses", "Bus"),
+                                    ("tram", "Tram")]
+    assert article.text == "Paris has buses, Tables and tram's."
+
+  def test_markup_tags_tables_lists(self):
+    text = ("Intro <b>bold [[Ash]]</b> and ''italic'' '''strong'''<br>next <span>kept</span>"
+            "<!-- hidden --> <math>x^2</math> __NOTOC__ [http://x.org label] [http://y.org]\n"
+            "{| class=\"wikitable\"\n| [[Table Link]] || cell\n|}\n"
+            "* item [[Birch]]\n# numbered\n<gallery>\nA.jpg|[[Gallery Link]]\n</gallery>\n"
+            "Tail {{cite|x={{nested|[[Deep]]}}}} end.")
+    article = wikitext.parse_article(text, "X")
+    check_offsets(article)
+    assert article.text.split("\n") == [
+        "Intro bold Ash and italic strong next kept label", "item Birch", "numbered",
+        "Tail end."]
+    assert mentions_of(article) == [("Ash", "Ash"), ("Birch", "Birch")]
+    assert article.dropped["in_table"] == 1
+    assert article.dropped["in_template"] == 1
+
+  def test_whitespace_cleanup_keeps_offsets(self):
+    text = "  Lead\t\tline   with [[A  b|the   anchor]]  \n\n\n  next\u00a0 [[C]]  line  \n"
+    article = wikitext.parse_article(text, "X")
+    check_offsets(article)
+    assert article.text == "Lead line with the anchor\nnext C line"
+
+  def test_first_paragraph_skips_residue_and_lists(self):
+    text = ("{{Hatnote|x}}\n:''For the town, see [[Reed (town)]].''\n[[File:X.jpg|thumb|cap]]\n"
+            "{{Infobox|a=b}}\n. ,\n'''Reed''' ({{lang-fr|Roseau}}; {{IPA|r}}) is a [[grass]]."
+            "\n== Uses ==\nMore text.")
+    article = wikitext.parse_article(text, "Reed")
+    assert article.first_paragraph == "Reed is a grass."
+
+
+def test_wikitext_corpus_has_no_residue():
+  """Every real article of ../shared/data/wikitext_en: clean first paragraphs, exact links."""
+  paths = sorted(glob.glob(os.path.join(WIKITEXT_DIR, "*.txt")))
+  if not paths:
+    pytest.skip(f"no wikitext corpus at {WIKITEXT_DIR}")
+  residue = re.compile(r"\{\{|\}\}|\[\[|\]\]|<ref|\|\s*\||\{\||\|\}|&amp;|thumb\|")
+  total_links = 0
+  for path in paths:
+    with open(path, encoding="utf-8") as f:
+      text = f.read()
+    article = wikitext.parse_article(text, os.path.basename(path)[:-4])
+    check_offsets(article)
+    total_links += len(article.links)
+    assert not residue.search(article.first_paragraph), (path, article.first_paragraph)
+    assert "|" not in article.first_paragraph, (path, article.first_paragraph)
+    for link in article.links:
+      assert "[[" not in link.anchor and "]]" not in link.anchor, (path, link)
+      assert not any(c in link.target for c in "[]{}|<>"), (path, link)
+  assert total_links > 1000
