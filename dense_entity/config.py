@@ -1,0 +1,128 @@
+"""Typed model and training configs with the paper preset and a small CPU preset.
+
+A config is written to `model_dir/config.json` by training and read back by export, so an
+exported model is rebuilt with exactly the dimensions it was trained with.
+"""
+
+import dataclasses
+import json
+import os
+from typing import Optional
+
+import tensorflow as tf
+
+
+@dataclasses.dataclass
+class ModelConfig:
+  """Dual encoder dimensions (Gillick et al. 2019, section 4.1).
+
+  Attributes:
+    num_buckets: hash buckets for out-of-vocabulary unigrams and all bigrams (paper: 5M).
+    embedding_dim: width of unigram and bigram embeddings (paper: 300); a text feature is the
+      concatenation of its averaged unigram and averaged bigram embeddings, 2 * embedding_dim.
+    num_category_buckets: hash buckets for category names.
+    category_dim: width of category embeddings.
+    hidden_dim: width of the feed-forward layers of the compound encoders.
+    encoding_dim: width of the final mention and entity encodings.
+    initial_scale: initial value of the learned cosine scale `a` of the softmax task.
+  """
+  num_buckets: int = 5_000_000
+  embedding_dim: int = 300
+  num_category_buckets: int = 1_000_000
+  category_dim: int = 300
+  hidden_dim: int = 300
+  encoding_dim: int = 300
+  initial_scale: float = 10.0
+
+
+@dataclasses.dataclass
+class TrainConfig:
+  """Optimization settings (paper, section 4.2: batch 100, SGD momentum 0.9, lr 0.01).
+
+  Attributes:
+    batch_size: global batch size; in-batch negatives are taken over the global batch.
+    optimizer: 'sgd' (momentum SGD, the paper's) or 'adam'.
+    learning_rate: learning rate of the optimizer.
+    momentum: momentum of 'sgd'.
+    train_steps: total optimizer steps of a training run.
+    eval_every: steps between held-out evaluations and checkpoints.
+    eval_batches: held-out batches used for in-batch recall@1.
+    shuffle_buffer: examples in the tf.data shuffle buffer.
+    seed: seed of initialisation and shuffling.
+  """
+  batch_size: int = 100
+  optimizer: str = "sgd"
+  learning_rate: float = 0.01
+  momentum: float = 0.9
+  train_steps: int = 1_000_000
+  eval_every: int = 5_000
+  eval_batches: int = 20
+  shuffle_buffer: int = 100_000
+  seed: int = 1
+
+
+@dataclasses.dataclass
+class ExperimentConfig:
+  model: ModelConfig = dataclasses.field(default_factory=ModelConfig)
+  train: TrainConfig = dataclasses.field(default_factory=TrainConfig)
+  # Optional GloVe text file (`word v1 ... vd` per line) initialising unigram embeddings.
+  glove_path: Optional[str] = None
+  # Words of the vocabulary taken from GloVe (most frequent first); 0 means all.
+  vocab_size: int = 0
+
+
+PRESETS = {
+    # The paper's configuration (section 4): 5M buckets x 300-d, batch 100, SGD 0.9 / 0.01.
+    "paper": ExperimentConfig(),
+    # Runs on 2 CPU cores in minutes: small tables, Adam for few steps.
+    "small": ExperimentConfig(
+        model=ModelConfig(num_buckets=1 << 18, embedding_dim=64, num_category_buckets=1 << 14,
+                          category_dim=32, hidden_dim=128, encoding_dim=64),
+        train=TrainConfig(batch_size=100, optimizer="adam", learning_rate=2e-3,
+                          train_steps=2000, eval_every=500, eval_batches=10,
+                          shuffle_buffer=50_000)),
+    # For unit tests: tiny and fast.
+    "tiny": ExperimentConfig(
+        model=ModelConfig(num_buckets=1 << 12, embedding_dim=8, num_category_buckets=64,
+                          category_dim=4, hidden_dim=16, encoding_dim=8),
+        train=TrainConfig(batch_size=8, optimizer="adam", learning_rate=1e-2, train_steps=20,
+                          eval_every=10, eval_batches=2, shuffle_buffer=100)),
+}
+
+
+def get_preset(name: str) -> ExperimentConfig:
+  """Returns a deep copy of the named preset; raises ValueError for unknown names."""
+  if name not in PRESETS:
+    raise ValueError(f"unknown preset {name!r}; choose one of {sorted(PRESETS)}")
+  return from_dict(dataclasses.asdict(PRESETS[name]))
+
+
+def from_dict(d: dict) -> ExperimentConfig:
+  d = dict(d)
+  model = ModelConfig(**d.pop("model", {}))
+  train = TrainConfig(**d.pop("train", {}))
+  return ExperimentConfig(model=model, train=train, **d)
+
+
+CONFIG_FILE = "config.json"
+
+
+def save(config: ExperimentConfig, model_dir: str) -> str:
+  """Writes `model_dir/config.json` atomically; returns its path."""
+  tf.io.gfile.makedirs(model_dir)
+  path = os.path.join(model_dir, CONFIG_FILE)
+  tmp = path + ".tmp"
+  with tf.io.gfile.GFile(tmp, "w") as f:
+    json.dump(dataclasses.asdict(config), f, indent=2, sort_keys=True)
+  tf.io.gfile.rename(tmp, path, overwrite=True)
+  return path
+
+
+def load(model_dir: str) -> ExperimentConfig:
+  """Reads `model_dir/config.json`; raises FileNotFoundError naming the file when absent."""
+  path = os.path.join(model_dir, CONFIG_FILE)
+  if not tf.io.gfile.exists(path):
+    raise FileNotFoundError(f"{path}: no training config here; is {model_dir} a model_dir "
+                            "written by dense_entity.train?")
+  with tf.io.gfile.GFile(path) as f:
+    return from_dict(json.load(f))

@@ -1,0 +1,68 @@
+"""Training tasks: in-batch sampled softmax and the logistic hard-negative task.
+
+Gillick et al. (2019):
+- section 4.2: for a batch of B (mention, entity) pairs, the B x B matrix of cosines times a
+  learned scalar `a` is read as logits; row i's label is column i (its own entity), and the
+  other entities of the batch are the negatives;
+- section 4.3: hard negative pairs are scored with g(a_h * cos + b_h), g the logistic function,
+  trained with the softmax task at equal weights.
+Two mentions of the same entity in one batch would make each other's gold a negative; those
+logits are masked (the entity id is used only here, never as a feature).
+"""
+
+import tensorflow as tf
+
+_MASKED_LOGIT = -1e9
+
+
+def duplicate_entity_mask(row_entities: tf.Tensor, column_entities: tf.Tensor,
+                          column_offset=0) -> tf.Tensor:
+  """True where column j holds row i's gold entity but is not row i's own column.
+
+  Args:
+    row_entities: tf.string `[batch]`, gold entity ids of the rows.
+    column_entities: tf.string `[num_columns]`, entity ids of the columns (the global batch
+      under a distribution strategy).
+    column_offset: index of row 0's own column (replica_id * per-replica batch).
+
+  Returns:
+    bool `[batch, num_columns]`.
+  """
+  same = tf.equal(row_entities[:, None], column_entities[None, :])
+  batch = tf.shape(row_entities)[0]
+  own = tf.one_hot(tf.range(batch) + column_offset, tf.shape(column_entities)[0],
+                   on_value=True, off_value=False, dtype=tf.bool)
+  return tf.logical_and(same, tf.logical_not(own))
+
+
+def in_batch_logits(mention_encodings, entity_encodings, scale, mask=None):
+  """Returns `scale * cos` logits `[batch, num_columns]`, masked entries set to -1e9.
+
+  Args:
+    mention_encodings: float32 `[batch, d]`, L2-normalised.
+    entity_encodings: float32 `[num_columns, d]`, L2-normalised.
+    scale: scalar, the learned `a`.
+    mask: optional bool `[batch, num_columns]`, True for logits to drop.
+  """
+  logits = scale * tf.matmul(mention_encodings, entity_encodings, transpose_b=True)
+  if mask is not None:
+    logits = tf.where(mask, tf.cast(_MASKED_LOGIT, logits.dtype), logits)
+  return logits
+
+
+def in_batch_softmax_loss(logits, labels):
+  """Per-example softmax cross entropy `[batch]` of `logits` against column ids `labels`."""
+  return tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits)
+
+
+def in_batch_recall_at_1(logits, labels):
+  """Fraction of rows whose highest logit is their own column (in-batch recall@1)."""
+  hits = tf.equal(tf.argmax(logits, axis=-1, output_type=tf.int32), tf.cast(labels, tf.int32))
+  return tf.reduce_mean(tf.cast(hits, tf.float32))
+
+
+def logistic_loss(mention_encodings, entity_encodings, labels, scale, bias):
+  """Per-pair logistic loss `[pairs]` of g(a_h * cos(m, e) + b_h) against 0/1 `labels`."""
+  cos = tf.reduce_sum(mention_encodings * entity_encodings, axis=-1)
+  return tf.nn.sigmoid_cross_entropy_with_logits(
+      labels=tf.cast(labels, tf.float32), logits=scale * cos + bias)

@@ -1,0 +1,258 @@
+"""Training loop of the dual encoder under any tf.distribute strategy.
+
+Gillick et al. (2019), section 4.2: in-batch sampled softmax over the global batch. Under a
+multi-replica strategy each replica encodes its share of the batch, entity encodings are
+gathered across replicas, and every mention is scored against every entity of the global batch,
+so the negatives do not depend on the number of replicas.
+
+State (model, optimizer, step) is checkpointed to `model_dir/checkpoints` every `eval_every`
+steps and at the end; a new run with the same model_dir resumes from the latest checkpoint.
+"""
+
+import gzip
+import logging
+import os
+import time
+from typing import Callable, List, Optional, Tuple
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from dense_entity import config as config_lib
+from dense_entity import data
+from dense_entity import models
+from dense_entity import schema
+from dense_entity import tasks
+
+VOCAB_FILE = "vocab.txt"
+CHECKPOINT_DIR = "checkpoints"
+
+
+def read_glove(path: str, max_words: int = 0) -> Tuple[List[str], np.ndarray]:
+  """Reads a GloVe text file (`word v1 ... vd` per line, plain or .gz).
+
+  Args:
+    path: the file.
+    max_words: keep the first `max_words` words (GloVe files are sorted by frequency); 0: all.
+
+  Returns:
+    (words, vectors float32 `[words, d]`); repeated words keep their first vector.
+
+  Raises:
+    ValueError: naming the file and line when a line has the wrong number of values.
+  """
+  opener = gzip.open if path.endswith(".gz") else open
+  words, vectors, seen, dim = [], [], set(), None
+  with opener(path, "rt", encoding="utf-8") as f:
+    for line_no, line in enumerate(f, 1):
+      parts = line.rstrip("\n").rstrip().split(" ")
+      if dim is None:
+        dim = len(parts) - 1
+      if len(parts) - 1 != dim or dim < 1:
+        raise ValueError(f"{path}:{line_no}: expected a word and {dim} values, "
+                         f"got {len(parts)} fields")
+      if parts[0] in seen or not parts[0]:
+        continue
+      seen.add(parts[0])
+      words.append(parts[0])
+      vectors.append(np.asarray(parts[1:], dtype=np.float32))
+      if max_words and len(words) >= max_words:
+        break
+  if not words:
+    raise ValueError(f"{path}: no vectors")
+  return words, np.stack(vectors)
+
+
+def read_vocabulary(model_dir: str) -> List[str]:
+  path = os.path.join(model_dir, VOCAB_FILE)
+  if not tf.io.gfile.exists(path):
+    return []
+  with tf.io.gfile.GFile(path) as f:
+    return [w for w in f.read().split("\n") if w]
+
+
+def _write_vocabulary(model_dir: str, words: List[str]):
+  path = os.path.join(model_dir, VOCAB_FILE)
+  with tf.io.gfile.GFile(path + ".tmp", "w") as f:
+    f.write("".join(w + "\n" for w in words))
+  tf.io.gfile.rename(path + ".tmp", path, overwrite=True)
+
+
+def make_optimizer(train_config: config_lib.TrainConfig) -> keras.optimizers.Optimizer:
+  if train_config.optimizer == "sgd":
+    return keras.optimizers.SGD(train_config.learning_rate, momentum=train_config.momentum)
+  if train_config.optimizer == "adam":
+    return keras.optimizers.Adam(train_config.learning_rate)
+  raise ValueError(f"unknown optimizer {train_config.optimizer!r}; use 'sgd' or 'adam'")
+
+
+def restore_model(model_dir: str) -> Tuple[models.DualEncoder, config_lib.ExperimentConfig]:
+  """Rebuilds the dual encoder of `model_dir` and restores its latest checkpoint.
+
+  Raises:
+    FileNotFoundError: when `model_dir` has no config or no checkpoint.
+  """
+  cfg = config_lib.load(model_dir)
+  model = models.DualEncoder(cfg.model, read_vocabulary(model_dir))
+  latest = tf.train.latest_checkpoint(os.path.join(model_dir, CHECKPOINT_DIR))
+  if latest is None:
+    raise FileNotFoundError(f"no checkpoint in {os.path.join(model_dir, CHECKPOINT_DIR)}")
+  tf.train.Checkpoint(model=model).read(latest).expect_partial()
+  return model, cfg
+
+
+class Trainer:
+  """Builds the model under `strategy`, restores the latest checkpoint, and trains.
+
+  Args:
+    cfg: the experiment config (written to model_dir/config.json on the first run; a resumed
+      run uses the one in model_dir).
+    extract_dir: a finished extraction (MANIFEST.json present).
+    model_dir: checkpoints, config.json, vocab.txt and TensorBoard summaries.
+    strategy: a tf.distribute strategy (distribute_utils.get_strategy).
+  """
+
+  def __init__(self, cfg: config_lib.ExperimentConfig, extract_dir: str, model_dir: str,
+               strategy: Optional[tf.distribute.Strategy] = None):
+    self.strategy = strategy or tf.distribute.get_strategy()
+    self.extract_dir = extract_dir
+    self.model_dir = model_dir
+    tf.io.gfile.makedirs(model_dir)
+    if tf.io.gfile.exists(os.path.join(model_dir, config_lib.CONFIG_FILE)):
+      cfg = config_lib.load(model_dir)
+      vocabulary, vectors = read_vocabulary(model_dir), None
+    else:
+      vocabulary, vectors = [], None
+      if cfg.glove_path:
+        vocabulary, vectors = read_glove(cfg.glove_path, cfg.vocab_size)
+      _write_vocabulary(model_dir, vocabulary)
+      config_lib.save(cfg, model_dir)
+    self.cfg = cfg
+    tc = cfg.train
+    if tc.batch_size % self.strategy.num_replicas_in_sync:
+      raise ValueError(f"batch_size {tc.batch_size} is not divisible by the "
+                       f"{self.strategy.num_replicas_in_sync} replicas")
+    tf.keras.utils.set_random_seed(tc.seed)
+    with self.strategy.scope():
+      self.model = models.DualEncoder(cfg.model, vocabulary, vectors)
+      self.optimizer = make_optimizer(tc)
+      self.step = tf.Variable(0, dtype=tf.int64, name="step", trainable=False)
+      self.optimizer.build(self.model.trainable_variables)
+    self.checkpoint = tf.train.Checkpoint(model=self.model, optimizer=self.optimizer,
+                                          step=self.step)
+    self.manager = tf.train.CheckpointManager(
+        self.checkpoint, os.path.join(model_dir, CHECKPOINT_DIR), max_to_keep=3)
+    if self.manager.latest_checkpoint:
+      self.checkpoint.restore(self.manager.latest_checkpoint).assert_existing_objects_matched()
+      logging.info("resumed from %s at step %d", self.manager.latest_checkpoint,
+                   int(self.step.numpy()))
+    self.train_files = data.record_files(extract_dir, schema.TRAIN_MENTIONS_PREFIX)
+    heldout = tf.io.gfile.glob(os.path.join(extract_dir, schema.HELDOUT_MENTIONS_PREFIX + "-*"))
+    self.heldout_files = sorted(heldout)
+    self.writer = tf.summary.create_file_writer(os.path.join(model_dir, "summaries"))
+
+  # --- one step on one replica -------------------------------------------------------------
+  def _replica_logits(self, batch):
+    ctx = tf.distribute.get_replica_context()
+    mentions = self.model.mention_encoder(data.mention_features(batch))
+    entities = self.model.entity_encoder(data.entity_features(batch))
+    gold = batch[schema.ENTITY_TITLE]
+    all_entities = ctx.all_gather(entities, axis=0)
+    all_gold = ctx.all_gather(gold, axis=0)
+    offset = ctx.replica_id_in_sync_group * tf.shape(gold)[0]
+    mask = tasks.duplicate_entity_mask(gold, all_gold, offset)
+    logits = tasks.in_batch_logits(mentions, all_entities, self.model.scale, mask)
+    labels = tf.range(tf.shape(gold)[0]) + offset
+    return logits, labels
+
+  def _train_step(self, batch):
+    global_batch = self.cfg.train.batch_size
+    with tf.GradientTape() as tape:
+      logits, labels = self._replica_logits(batch)
+      loss = tf.reduce_sum(tasks.in_batch_softmax_loss(logits, labels)) / global_batch
+    variables = self.model.trainable_variables
+    grads = tape.gradient(loss, variables)
+    self.optimizer.apply_gradients(zip(grads, variables))
+    recall = tasks.in_batch_recall_at_1(logits, labels)
+    return loss, recall
+
+  def _eval_step(self, batch):
+    logits, labels = self._replica_logits(batch)
+    return tasks.in_batch_recall_at_1(logits, labels)
+
+  # --- loops -------------------------------------------------------------------------------
+  def _dataset(self, files, repeat, shuffle):
+    tc = self.cfg.train
+    global_batch = tc.batch_size
+
+    def dataset_fn(ctx: tf.distribute.InputContext):
+      # On one worker the strategy hands consecutive per-replica batches to replicas 0, 1, ...
+      # in turn, so each step's replicas together hold one global batch, in order.
+      per_replica = ctx.get_per_replica_batch_size(global_batch)
+      return data.mention_dataset(files, per_replica,
+                                  shuffle_buffer=tc.shuffle_buffer if shuffle else 0,
+                                  repeat=repeat, seed=tc.seed, drop_remainder=True,
+                                  shard=(ctx.num_input_pipelines, ctx.input_pipeline_id))
+
+    return self.strategy.distribute_datasets_from_function(dataset_fn)
+
+  def evaluate(self) -> float:
+    """Held-out in-batch recall@1 over `eval_batches` batches (nan with no held-out data)."""
+    if not self.heldout_files:
+      return float("nan")
+    step_fn = tf.function(lambda b: self.strategy.run(self._eval_step, args=(b,)))
+    values = []
+    for i, batch in enumerate(self._dataset(self.heldout_files, repeat=False, shuffle=False)):
+      if i >= self.cfg.train.eval_batches:
+        break
+      per_replica = step_fn(batch)
+      values.append(float(self.strategy.reduce(tf.distribute.ReduceOp.MEAN, per_replica, None)))
+    return float(np.mean(values)) if values else float("nan")
+
+  def train(self, progress: Optional[Callable[[int, dict], None]] = None) -> dict:
+    """Trains until `train_steps`; returns the last metrics (loss, recalls, examples/s)."""
+    tc = self.cfg.train
+    start = int(self.step.numpy())
+    metrics = {"step": start}
+    if start >= tc.train_steps:
+      metrics["heldout_in_batch_recall@1"] = self.evaluate()
+      return metrics
+
+    @tf.function
+    def train_steps(iterator, n):
+      loss = recall = tf.constant(0.0)
+      for _ in tf.range(n):
+        per_loss, per_recall = self.strategy.run(self._train_step, args=(next(iterator),))
+        loss = self.strategy.reduce(tf.distribute.ReduceOp.SUM, per_loss, None)
+        recall = self.strategy.reduce(tf.distribute.ReduceOp.MEAN, per_recall, None)
+        self.step.assign_add(1)
+      return loss, recall
+
+    iterator = iter(self._dataset(self.train_files, repeat=True, shuffle=True))
+    chunk = min(50, tc.eval_every)
+    step = start
+    t0, examples = time.time(), 0
+    while step < tc.train_steps:
+      n = min(chunk, tc.train_steps - step, tc.eval_every - step % tc.eval_every)
+      loss, recall = train_steps(iterator, tf.constant(n))
+      step = int(self.step.numpy())
+      examples += n * tc.batch_size
+      metrics = {"step": step, "loss": float(loss), "train_in_batch_recall@1": float(recall),
+                 "examples_per_second": examples / max(time.time() - t0, 1e-9),
+                 "scale": float(self.model.scale.numpy())}
+      with self.writer.as_default(step=step):
+        tf.summary.scalar("loss", metrics["loss"])
+        tf.summary.scalar("train_in_batch_recall_at_1", metrics["train_in_batch_recall@1"])
+        tf.summary.scalar("scale", metrics["scale"])
+      if step % tc.eval_every == 0 or step >= tc.train_steps:
+        metrics["heldout_in_batch_recall@1"] = self.evaluate()
+        with self.writer.as_default(step=step):
+          tf.summary.scalar("heldout_in_batch_recall_at_1",
+                            metrics["heldout_in_batch_recall@1"])
+        self.manager.save(checkpoint_number=step)
+        logging.info("step %d %s", step, metrics)
+      if progress:
+        progress(n, metrics)
+    self.writer.flush()
+    return metrics

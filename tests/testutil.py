@@ -1,0 +1,80 @@
+"""Shared test helpers: tiny extraction outputs written in the workspace's record format."""
+
+import json
+import os
+
+import tensorflow as tf
+
+from dense_entity import schema
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SHARED_DATA = os.path.join(REPO_ROOT, "..", "shared", "data")
+
+
+def shared_data(*parts):
+  return os.path.join(SHARED_DATA, *parts)
+
+
+def _bytes(values):
+  return tf.train.Feature(bytes_list=tf.train.BytesList(value=[v.encode() for v in values]))
+
+
+# (span, left, right, sentence, entity title, entity text, categories)
+MENTIONS = [
+    ("Ore River", "The", "meets the sea .", "The [MASK] meets the sea.", "Ore River",
+     "The Ore River is a river in Norland.", ["Rivers"]),
+    ("Port Alder", "A ferry near", "at dusk .", "A ferry near [MASK] at dusk.", "Port Alder",
+     "Port Alder is a harbor town.", ["Towns", "Ports"]),
+    ("the river", "fish swim in", "every spring", "fish swim in [MASK] every spring",
+     "Ore River", "The Ore River is a river in Norland.", ["Rivers"]),
+    ("Birch Cove", "sailed to", "in May", "They sailed to [MASK] in May.", "Birch Cove",
+     "", []),
+    ("Alder", "ships leave", "daily", "ships leave [MASK] daily", "Port Alder",
+     "Port Alder is a harbor town.", ["Towns", "Ports"]),
+    ("Zug", "", "is small", "[MASK] is small", "Zug", "Zug is a town in Switzerland.",
+     ["Towns"]),
+    ("Lake Ore", "near", ".", "near [MASK].", "Lake Ore", "", []),
+    ("Norland", "", "has rivers", "[MASK] has rivers", "Norland", "Norland is a country.",
+     ["Countries"]),
+]
+
+
+def mention_example(row, source_page="Norland", mention_id="1:0"):
+  span, left, right, sentence, title, text, cats = row
+  feats = {
+      schema.MENTION_SPAN: _bytes([span]), schema.MENTION_LEFT: _bytes([left]),
+      schema.MENTION_RIGHT: _bytes([right]), schema.MENTION_SENTENCE: _bytes([sentence]),
+      schema.ENTITY_TITLE: _bytes([title]), schema.ENTITY_TEXT: _bytes([text]),
+      schema.ENTITY_CATEGORIES: _bytes(cats), schema.SOURCE_PAGE: _bytes([source_page]),
+      schema.MENTION_ID: _bytes([mention_id]),
+  }
+  return tf.train.Example(features=tf.train.Features(feature=feats))
+
+
+def write_tiny_extraction(extract_dir, repeats=4):
+  """Writes train/held-out mention shards, an entity shard and a MANIFEST.json."""
+  os.makedirs(extract_dir, exist_ok=True)
+  rows = MENTIONS * repeats
+  for prefix, part in ((schema.TRAIN_MENTIONS_PREFIX, rows),
+                       (schema.HELDOUT_MENTIONS_PREFIX, MENTIONS)):
+    with tf.io.TFRecordWriter(os.path.join(extract_dir, f"{prefix}-00000-of-00001.tfrecord")) as w:
+      for i, row in enumerate(part):
+        w.write(mention_example(row, mention_id=f"1:{i}").SerializeToString())
+  entities = {}
+  for row in MENTIONS:
+    entities[row[4]] = (row[5], row[6])
+  with tf.io.TFRecordWriter(os.path.join(
+      extract_dir, f"{schema.ENTITIES_PREFIX}-00000-of-00001.tfrecord")) as w:
+    for title in sorted(entities):
+      text, cats = entities[title]
+      feats = {schema.ENTITY_TITLE: _bytes([title]), schema.ENTITY_TEXT: _bytes([text]),
+               schema.ENTITY_CATEGORIES: _bytes(cats), schema.ENTITY_ALIASES: _bytes([]),
+               schema.ENTITY_SOURCE: _bytes(["page"])}
+      w.write(tf.train.Example(features=tf.train.Features(feature=feats)).SerializeToString())
+  with open(os.path.join(extract_dir, schema.ALIAS_COUNTS_FILE), "w") as f:
+    f.write("ore river\tOre River\t3\nalder\tPort Alder\t2\nthe river\tOre River\t1\n")
+  with open(os.path.join(extract_dir, schema.REDIRECTS_FILE), "w") as f:
+    f.write("Ore Stream\tOre River\n")
+  with open(os.path.join(extract_dir, schema.MANIFEST_FILE), "w") as f:
+    json.dump({"tiny": True}, f)
+  return sorted(entities)
