@@ -1,0 +1,1 @@
+"""Long-running benchmarks; they print figures and ratios, never assert timings."""
