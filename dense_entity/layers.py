@@ -23,6 +23,11 @@ def ragged_mean_embedding(table: tf.Variable, ids: tf.RaggedTensor) -> tf.Tensor
     float32 `[batch, dim]`; rows with no ids give zeros (never NaN: the divisor is at least 1).
   """
   ids = tf.cast(ids, tf.int64)
+  # Gather from the tf.Variable itself (a ResourceGather of the rows needed). Gathering from a
+  # Keras variable reads the whole table first, and once sparse updates have touched the table
+  # every such read copies it (TF's copy-on-read mode): O(table) per step instead of O(rows).
+  if isinstance(table, keras.Variable):
+    table = table.value
   vectors = tf.gather(table, ids.flat_values)
   summed = tf.math.unsorted_segment_sum(vectors, ids.value_rowids(), ids.nrows())
   counts = tf.cast(tf.maximum(ids.row_lengths(), 1), vectors.dtype)

@@ -15,13 +15,13 @@ import os
 import time
 from typing import Callable, List, Optional, Tuple
 
-import keras
 import numpy as np
 import tensorflow as tf
 
 from dense_entity import config as config_lib
 from dense_entity import data
 from dense_entity import models
+from dense_entity import optimizers
 from dense_entity import schema
 from dense_entity import tasks
 
@@ -79,12 +79,9 @@ def _write_vocabulary(model_dir: str, words: List[str]):
   tf.io.gfile.rename(path + ".tmp", path, overwrite=True)
 
 
-def make_optimizer(train_config: config_lib.TrainConfig) -> keras.optimizers.Optimizer:
-  if train_config.optimizer == "sgd":
-    return keras.optimizers.SGD(train_config.learning_rate, momentum=train_config.momentum)
-  if train_config.optimizer == "adam":
-    return keras.optimizers.Adam(train_config.learning_rate)
-  raise ValueError(f"unknown optimizer {train_config.optimizer!r}; use 'sgd' or 'adam'")
+def make_optimizer(train_config: config_lib.TrainConfig) -> optimizers.LazyOptimizer:
+  return optimizers.LazyOptimizer(train_config.optimizer, train_config.learning_rate,
+                                  momentum=train_config.momentum)
 
 
 def restore_model(model_dir: str) -> Tuple[models.DualEncoder, config_lib.ExperimentConfig]:
