@@ -29,7 +29,7 @@ def _l2_normalize(x):
 
 
 @keras.saving.register_keras_serializable(package="dense_entity")
-class MentionEncoder(keras.Model):
+class MentionEncoder(keras.layers.Layer):
   """phi(m): the four mention features (tf.string `[batch]` each) -> `[batch, encoding_dim]`."""
 
   def __init__(self, text_featurizer: featurizer_lib.TextFeaturizer,
@@ -39,9 +39,16 @@ class MentionEncoder(keras.Model):
     self.text_featurizer = text_featurizer
     self.embedding = embedding
     c = model_config
+    # Plain attributes, not a dict: TF checkpoints track attributes of Keras 3 layers, and
+    # layers held in a dict would silently be left out of checkpoints.
+    self.span_encoder = layers.BagOfNgramsEncoder(embedding, c.hidden_dim, name="encode_span")
+    self.left_encoder = layers.BagOfNgramsEncoder(embedding, c.hidden_dim, name="encode_left")
+    self.right_encoder = layers.BagOfNgramsEncoder(embedding, c.hidden_dim, name="encode_right")
+    self.sentence_encoder = layers.BagOfNgramsEncoder(embedding, c.hidden_dim,
+                                                      name="encode_sentence")
     self.feature_encoders = {
-        name: layers.BagOfNgramsEncoder(embedding, c.hidden_dim, name=f"encode_{name}")
-        for name in schema.MENTION_FEATURES}
+        schema.MENTION_SPAN: self.span_encoder, schema.MENTION_LEFT: self.left_encoder,
+        schema.MENTION_RIGHT: self.right_encoder, schema.MENTION_SENTENCE: self.sentence_encoder}
     self.context_encoder = layers.CompoundEncoder(c.hidden_dim, c.hidden_dim, name="context")
     self.mention_encoder = layers.CompoundEncoder(c.hidden_dim, c.encoding_dim, name="mention")
 
@@ -59,7 +66,7 @@ class MentionEncoder(keras.Model):
 
 
 @keras.saving.register_keras_serializable(package="dense_entity")
-class EntityEncoder(keras.Model):
+class EntityEncoder(keras.layers.Layer):
   """psi(e): title, text (tf.string `[batch]`) and categories ('|'-joined tf.string `[batch]`)
   -> `[batch, encoding_dim]`."""
 
@@ -98,7 +105,8 @@ class DualEncoder(tf.Module):
       columns of the vocabulary rows (GloVe initialisation, paper section 4.1).
 
   Attributes:
-    mention_encoder, entity_encoder: the towers (keras Models).
+    mention_encoder, entity_encoder: the towers (Keras layers; a keras.Model would add its own
+      float32 serving signature to the SavedModel, which raw-string towers cannot trace).
     scale: learned scalar `a` multiplying cosines in the softmax task (section 4.2).
     hard_negative_scale, hard_negative_bias: a_h and b_h of the logistic task (section 4.3).
   """

@@ -63,7 +63,7 @@ class LazyOptimizer(tf.Module):
   def apply_gradients(self, grads_and_vars):
     """Applies one update. Variables with a None gradient are left as they are."""
     pairs = [(g, _tf_variable(v)) for g, v in grads_and_vars if g is not None]
-    if not tf.distribute.has_strategy() or tf.distribute.in_cross_replica_context():
+    if tf.distribute.in_cross_replica_context():
       return self._distributed_apply(tf.distribute.get_strategy(), pairs)
     return tf.distribute.get_replica_context().merge_call(self._distributed_apply,
                                                           args=(pairs,))

@@ -95,7 +95,8 @@ def restore_model(model_dir: str) -> Tuple[models.DualEncoder, config_lib.Experi
   latest = tf.train.latest_checkpoint(os.path.join(model_dir, CHECKPOINT_DIR))
   if latest is None:
     raise FileNotFoundError(f"no checkpoint in {os.path.join(model_dir, CHECKPOINT_DIR)}")
-  tf.train.Checkpoint(model=model).read(latest).expect_partial()
+  # Optimizer slots are in the checkpoint too; every model variable must be restored.
+  tf.train.Checkpoint(model=model).read(latest).expect_partial().assert_existing_objects_matched()
   return model, cfg
 
 

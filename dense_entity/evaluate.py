@@ -1,0 +1,196 @@
+"""Recall@k of DEER and the baselines on the same mentions and the same KB (paper section 5).
+
+Systems (paper Table 2): DEER (mention encoder + nearest-neighbour search over the pre-encoded
+KB), AT-Prior (alias table P(e|m) from training anchors, top 100), AT-Ext (plus unigram and
+bigram aliases of the mention) and BM25 over entity titles. Every system ranks up to 100
+entities for every mention; scoring (dense_entity.metrics) normalizes and redirect-resolves gold
+and predictions alike and reports in-KB and overall recall with counts.
+
+Usage:
+  python -m dense_entity.evaluate --workspace=WS [--dataset=aida:PATH ...] [--index=brute_force]
+
+Writes WS/reports/eval.json:
+  {"num_mentions": N, "num_entities": M, "systems": {"DEER": {"recall@1": x, "recall@10": y,
+   "recall@100": z, ...}, "AT-Prior": {...}, "AT-Ext": {...}, "BM25": {...}},
+   "datasets": {"heldout": {same as above}, "<dataset name>": {...}}, ...}
+The top-level "systems" are the held-out Wikipedia mentions (the training split's heldout part).
+"""
+
+import json
+import os
+import sys
+import time
+from typing import Dict, List, Optional, Sequence
+
+from absl import app
+from absl import flags
+import numpy as np
+
+from dense_entity import baselines
+from dense_entity import data
+from dense_entity import datasets as datasets_lib
+from dense_entity import metrics
+from dense_entity import schema
+from export import build_index
+from export import index as index_lib
+from export import savedmodel
+
+TOP_K = 100
+KS = (1, 10, 100)
+SYSTEMS = ("DEER", "AT-Prior", "AT-Ext", "BM25")
+REPORT_FILE = os.path.join("reports", "eval.json")
+
+
+class Workspace:
+  """Paths of a workspace laid out as WORKSPACE.md describes."""
+
+  def __init__(self, root: str):
+    self.root = root
+    self.extract = os.path.join(root, "extract")
+    self.model = os.path.join(root, "model")
+    self.export = os.path.join(root, "export")
+    self.index = os.path.join(root, "index")
+    self.reports = os.path.join(root, "reports")
+
+
+def read_heldout_mentions(extract_dir: str, max_mentions: int = 0) -> List[dict]:
+  """Held-out mention records (4 mention features + ENTITY_TITLE gold), file order."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  data.require_extraction(extract_dir)
+  files = sorted(tf.io.gfile.glob(os.path.join(extract_dir,
+                                               schema.HELDOUT_MENTIONS_PREFIX + "-*")))
+  rows = []
+  if not files:
+    return rows
+  for batch in data.mention_dataset(files, 4096):
+    cols = {k: [v.decode("utf-8") for v in batch[k].numpy()]
+            for k in schema.MENTION_FEATURES + (schema.ENTITY_TITLE, schema.MENTION_ID)}
+    rows.extend(dict(zip(cols, values)) for values in zip(*cols.values()))
+    if max_mentions and len(rows) >= max_mentions:
+      return rows[:max_mentions]
+  return rows
+
+
+class Retrievers:
+  """The four systems over one KB, each mapping mention features to ranked titles."""
+
+  def __init__(self, ws: Workspace, index_kind: str = "brute_force"):
+    manifest = savedmodel.read_manifest(ws.export)
+    self.titles = build_index.read_titles(os.path.join(ws.index, index_lib.TITLES_FILENAME))
+    self.index = index_lib.EntityIndex.load(
+        os.path.join(ws.index, index_kind),
+        expected_model_fingerprint=manifest["model_fingerprint"],
+        expected_dim=manifest["encoding_dim"])
+    self.mention_encoder = savedmodel.load_encoder(
+        os.path.join(ws.export, savedmodel.MENTION_ENCODER_DIR))
+    redirects_path = os.path.join(ws.extract, schema.REDIRECTS_FILE)
+    self.redirects = baselines.load_redirects(redirects_path)
+    self.alias_table = baselines.AliasTable.from_tsv(
+        os.path.join(ws.extract, schema.ALIAS_COUNTS_FILE), redirects_path)
+    self.bm25 = baselines.BM25Index(self.titles)
+    self.kb_titles = set(self.titles)
+
+  def deer(self, features: Sequence[Dict[str, str]], k: int = TOP_K):
+    """Returns (titles [mentions][k], scores [mentions][k]) from nearest-neighbour search."""
+    if not features:
+      return [], []
+    enc = self.mention_encoder({n: [f[n] for f in features] for n in schema.MENTION_FEATURES})
+    ids, scores = self.index.search(enc, k)
+    return [[self.titles[i] for i in row] for row in ids], scores.tolist()
+
+  def rank_all(self, features: Sequence[Dict[str, str]]) -> Dict[str, List[List[str]]]:
+    spans = [f[schema.MENTION_SPAN] for f in features]
+    return {
+        "DEER": self.deer(features)[0],
+        "AT-Prior": [[t for t, _ in self.alias_table.at_prior(s, TOP_K)] for s in spans],
+        "AT-Ext": [[t for t, _ in self.alias_table.at_ext(s, TOP_K)] for s in spans],
+        "BM25": [[t for t, _ in self.bm25.search(s, TOP_K)] for s in spans],
+    }
+
+
+def evaluate_mentions(retrievers: Retrievers, features: Sequence[Dict[str, str]],
+                      gold: Sequence[str]) -> dict:
+  """Scores every system on the same mentions; returns the per-dataset report section."""
+  t0 = time.time()
+  rankings = retrievers.rank_all(features)
+  section = {"systems": {}, "recall_curves": {}}
+  for name in SYSTEMS:
+    scored = metrics.score_rankings(rankings[name], gold, retrievers.kb_titles,
+                                    retrievers.redirects, KS)
+    section["systems"][name] = scored
+    section["recall_curves"][name] = metrics.recall_curve(
+        rankings[name], gold, retrievers.kb_titles, retrievers.redirects, TOP_K)
+  counts = section["systems"]["DEER"]
+  section.update({k: counts[k] for k in ("num_mentions", "num_in_kb",
+                                         "num_gold_missing_from_kb", "num_nil",
+                                         "num_unresolvable_gold")})
+  section["seconds"] = time.time() - t0
+  section["_rankings"] = rankings
+  return section
+
+
+def evaluate_workspace(root: str, dataset_specs: Sequence[str] = (), max_mentions: int = 0,
+                       index_kind: str = "brute_force") -> dict:
+  """Evaluates all systems on the held-out mentions and on each dataset; writes the report.
+
+  Returns:
+    The report written to WS/reports/eval.json (see the module docstring).
+  """
+  ws = Workspace(root)
+  retrievers = Retrievers(ws, index_kind)
+  report = {"num_entities": len(retrievers.titles), "index": index_kind,
+            "model_fingerprint": retrievers.index.model_fingerprint, "datasets": {}}
+  heldout = read_heldout_mentions(ws.extract, max_mentions)
+  sections = {"heldout": (heldout, [m[schema.ENTITY_TITLE] for m in heldout])}
+  for spec in dataset_specs:
+    mentions = datasets_lib.load(spec)
+    name = os.path.splitext(os.path.basename(spec.split(":", 1)[1].rstrip("/")))[0]
+    sections[name] = (datasets_lib.all_features(mentions), [m.gold for m in mentions])
+  for name, (features, gold) in sections.items():
+    section = evaluate_mentions(retrievers, features, gold)
+    section.pop("_rankings")
+    report["datasets"][name] = section
+  held = report["datasets"]["heldout"]
+  report["num_mentions"] = held["num_mentions"]
+  report["systems"] = {name: {f"recall@{k}": held["systems"][name][f"recall@{k}"] for k in KS}
+                       for name in SYSTEMS}
+  os.makedirs(ws.reports, exist_ok=True)
+  path = os.path.join(root, REPORT_FILE)
+  with open(path + ".tmp", "w") as f:
+    json.dump(report, f, indent=2, sort_keys=True)
+  os.replace(path + ".tmp", path)
+  return report
+
+
+def format_table(report: dict) -> str:
+  """The paper's Table 2 layout: one row per system, recall@1/@10/@100 per dataset."""
+  lines = []
+  for name, section in report["datasets"].items():
+    lines.append(f"\n{name}: {section['num_mentions']} mentions "
+                 f"({section['num_in_kb']} with gold in the KB of {report['num_entities']} "
+                 f"entities, {section['num_gold_missing_from_kb']} missing, "
+                 f"{section['num_nil']} NIL); in-KB recall")
+    lines.append(f"  {'system':<10}" + "".join(f"{'R@' + str(k):>9}" for k in KS))
+    for system in SYSTEMS:
+      s = section["systems"][system]
+      lines.append(f"  {system:<10}" + "".join(f"{s[f'recall@{k}']:>9.3f}" for k in KS))
+  return "\n".join(lines)
+
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string("workspace", None, "Workspace directory (WORKSPACE.md).")
+flags.DEFINE_multi_string("dataset", [], "FORMAT:PATH of an extra evaluation set: aida:, "
+                          "jsonl:, nif:, wikinews:DIR.")
+flags.DEFINE_integer("max_mentions", 0, "Evaluate at most this many held-out mentions (0: all).")
+flags.DEFINE_string("index", "brute_force", "Index kind used by DEER.")
+
+
+def main(argv):
+  del argv
+  report = evaluate_workspace(FLAGS.workspace, FLAGS.dataset, FLAGS.max_mentions, FLAGS.index)
+  print(format_table(report))
+
+
+if __name__ == "__main__":
+  flags.mark_flags_as_required(["workspace"])
+  app.run(main)

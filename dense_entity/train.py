@@ -1,0 +1,60 @@
+"""Trains the dual encoder: `python -m dense_entity.train --extract_dir=... --model_dir=...`.
+
+Flags choose a preset ('paper': 5M buckets x 300-d, batch 100, SGD momentum 0.9, lr 0.01;
+'small': runs on 2 CPU cores), the distribution strategy (default / mirrored / tpu) and
+overrides. A run resumes from the latest checkpoint in --model_dir (the config saved there on
+the first run wins over flags, so a resumed run is the same experiment); --train_steps can be
+raised to continue training.
+"""
+
+import json
+import logging
+
+from absl import app
+from absl import flags
+
+from dense_entity import config as config_lib
+from dense_entity import distribute_utils
+from dense_entity import trainer as trainer_lib
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string("extract_dir", None, "Finished extraction (MANIFEST.json).")
+flags.DEFINE_string("model_dir", None, "Checkpoints, config.json, vocab.txt, summaries.")
+flags.DEFINE_enum("preset", "small", sorted(config_lib.PRESETS), "Configuration preset.")
+flags.DEFINE_enum("strategy", "default", distribute_utils.STRATEGIES, "tf.distribute strategy.")
+flags.DEFINE_string("tpu", "", "TPU name or address, with --strategy=tpu.")
+flags.DEFINE_integer("num_cpu_devices", 0, "With --strategy=mirrored and no GPU: logical CPUs.")
+flags.DEFINE_string("glove", None, "GloVe text file initialising unigram embeddings.")
+flags.DEFINE_integer("vocab_size", None, "GloVe words kept (most frequent first; 0: all).")
+flags.DEFINE_integer("train_steps", None, "Override the preset's train_steps.")
+flags.DEFINE_integer("batch_size", None, "Override the preset's global batch size.")
+flags.DEFINE_float("learning_rate", None, "Override the preset's learning rate.")
+flags.DEFINE_integer("eval_every", None, "Override steps between evaluations/checkpoints.")
+
+
+def config_from_flags() -> config_lib.ExperimentConfig:
+  cfg = config_lib.get_preset(FLAGS.preset)
+  if FLAGS.glove:
+    cfg.glove_path = FLAGS.glove
+  if FLAGS.vocab_size is not None:
+    cfg.vocab_size = FLAGS.vocab_size
+  for name in ("train_steps", "batch_size", "learning_rate", "eval_every"):
+    if getattr(FLAGS, name) is not None:
+      setattr(cfg.train, name, getattr(FLAGS, name))
+  return cfg
+
+
+def main(argv):
+  del argv
+  logging.getLogger().setLevel(logging.INFO)
+  strategy = distribute_utils.get_strategy(FLAGS.strategy, FLAGS.tpu, FLAGS.num_cpu_devices)
+  trainer = trainer_lib.Trainer(config_from_flags(), FLAGS.extract_dir, FLAGS.model_dir,
+                                strategy)
+  if FLAGS.train_steps is not None:
+    trainer.cfg.train.train_steps = FLAGS.train_steps
+  print(json.dumps(trainer.train(), indent=2))
+
+
+if __name__ == "__main__":
+  flags.mark_flags_as_required(["extract_dir", "model_dir"])
+  app.run(main)
