@@ -149,6 +149,7 @@ class Trainer:
     heldout = tf.io.gfile.glob(os.path.join(extract_dir, schema.HELDOUT_MENTIONS_PREFIX + "-*"))
     self.heldout_files = sorted(heldout)
     self.writer = tf.summary.create_file_writer(os.path.join(model_dir, "summaries"))
+    self._train_fn = self._eval_fn = None
 
   # --- one step on one replica -------------------------------------------------------------
   def _replica_logits(self, batch):
@@ -180,6 +181,16 @@ class Trainer:
     return tasks.in_batch_recall_at_1(logits, labels)
 
   # --- loops -------------------------------------------------------------------------------
+  def _train_steps(self, iterator, n):
+    """Runs `n` steps in one tf.function call; returns the last step's loss and recall."""
+    loss = recall = tf.constant(0.0)
+    for _ in tf.range(n):
+      per_loss, per_recall = self.strategy.run(self._train_step, args=(next(iterator),))
+      loss = self.strategy.reduce(tf.distribute.ReduceOp.SUM, per_loss, None)
+      recall = self.strategy.reduce(tf.distribute.ReduceOp.MEAN, per_recall, None)
+      self.step.assign_add(1)
+    return loss, recall
+
   def _dataset(self, files, repeat, shuffle):
     tc = self.cfg.train
     global_batch = tc.batch_size
@@ -196,15 +207,18 @@ class Trainer:
     return self.strategy.distribute_datasets_from_function(dataset_fn)
 
   def evaluate(self) -> float:
-    """Held-out in-batch recall@1 over `eval_batches` batches (nan with no held-out data)."""
+    """Held-out in-batch recall@1 over the first `eval_batches` held-out batches, always the
+    same ones (nan when there are no held-out files or fewer mentions than one batch)."""
     if not self.heldout_files:
       return float("nan")
-    step_fn = tf.function(lambda b: self.strategy.run(self._eval_step, args=(b,)))
+    if self._eval_fn is None:
+      self._eval_fn = tf.function(lambda b: self.strategy.run(self._eval_step, args=(b,)))
+      self._eval_dataset = self._dataset(self.heldout_files, repeat=False, shuffle=False)
     values = []
-    for i, batch in enumerate(self._dataset(self.heldout_files, repeat=False, shuffle=False)):
-      if i >= self.cfg.train.eval_batches:
+    for batch in self._eval_dataset:
+      if len(values) >= self.cfg.train.eval_batches:
         break
-      per_replica = step_fn(batch)
+      per_replica = self._eval_fn(batch)
       values.append(float(self.strategy.reduce(tf.distribute.ReduceOp.MEAN, per_replica, None)))
     return float(np.mean(values)) if values else float("nan")
 
@@ -217,17 +231,11 @@ class Trainer:
       metrics["heldout_in_batch_recall@1"] = self.evaluate()
       return metrics
 
-    @tf.function
-    def train_steps(iterator, n):
-      loss = recall = tf.constant(0.0)
-      for _ in tf.range(n):
-        per_loss, per_recall = self.strategy.run(self._train_step, args=(next(iterator),))
-        loss = self.strategy.reduce(tf.distribute.ReduceOp.SUM, per_loss, None)
-        recall = self.strategy.reduce(tf.distribute.ReduceOp.MEAN, per_recall, None)
-        self.step.assign_add(1)
-      return loss, recall
-
-    iterator = iter(self._dataset(self.train_files, repeat=True, shuffle=True))
+    if self._train_fn is None:
+      self._train_fn = tf.function(self._train_steps)
+      self._train_iterator = iter(self._dataset(self.train_files, repeat=True, shuffle=True))
+    train_steps = self._train_fn
+    iterator = self._train_iterator
     chunk = min(50, tc.eval_every)
     step = start
     t0, examples = time.time(), 0

@@ -1,0 +1,36 @@
+"""Exports the trained towers as SavedModels: `python -m export.export_model`.
+
+Usage:
+  python -m export.export_model --model_dir=WS/model --export_dir=WS/export
+Writes WS/export/{mention_encoder,entity_encoder}/ and export_manifest.json (export.savedmodel).
+"""
+
+import json
+import os
+
+from absl import app
+from absl import flags
+
+from dense_entity import trainer
+from export import savedmodel
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string("model_dir", None, "Training model_dir (config.json + checkpoints).")
+flags.DEFINE_string("export_dir", None, "Destination of the SavedModels.")
+
+
+def export_model(model_dir: str, export_dir: str) -> dict:
+  """Restores the latest checkpoint of `model_dir` and exports both encoders."""
+  model, _ = trainer.restore_model(model_dir)
+  return savedmodel.export_encoders(model, export_dir,
+                                    extra={"model_dir": os.path.abspath(model_dir)})
+
+
+def main(argv):
+  del argv
+  print(json.dumps(export_model(FLAGS.model_dir, FLAGS.export_dir), indent=2))
+
+
+if __name__ == "__main__":
+  flags.mark_flags_as_required(["model_dir", "export_dir"])
+  app.run(main)

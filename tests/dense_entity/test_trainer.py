@@ -1,0 +1,70 @@
+"""Trainer: learns on a tiny extraction, checkpoints, resumes, rejects bad input."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from dense_entity import config
+from dense_entity import trainer as trainer_lib
+from tests import testutil
+
+
+def _cfg(steps):
+  cfg = config.get_preset("tiny")
+  cfg.train.train_steps = steps
+  cfg.train.eval_every = 10
+  return cfg
+
+
+def test_trains_resumes_and_keeps_config(tmp_path):
+  extract = str(tmp_path / "extract")
+  model_dir = str(tmp_path / "model")
+  testutil.write_tiny_extraction(extract)
+  t = trainer_lib.Trainer(_cfg(20), extract, model_dir)
+  first = t.train()
+  assert first["step"] == 20
+  assert 0.0 <= first["heldout_in_batch_recall@1"] <= 1.0
+  assert np.isfinite(first["loss"])
+  with open(os.path.join(model_dir, config.CONFIG_FILE)) as f:
+    assert json.load(f)["train"]["train_steps"] == 20
+
+  # A new trainer on the same model_dir resumes at step 20 with the same weights.
+  t2 = trainer_lib.Trainer(_cfg(20), extract, model_dir)
+  assert int(t2.step.numpy()) == 20
+  for a, b in zip(t.model.trainable_variables, t2.model.trainable_variables):
+    np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+  slots = [s.numpy() for group in t2.optimizer.slots for s in group]
+  assert any(np.any(s != 0) for s in slots)  # optimizer state restored, not re-initialised
+  t2.cfg.train.train_steps = 30
+  assert t2.train()["step"] == 30
+  model, _ = trainer_lib.restore_model(model_dir)
+  np.testing.assert_array_equal(np.asarray(model.embedding.embeddings),
+                                np.asarray(t2.model.embedding.embeddings))
+
+
+def test_loss_decreases_on_tiny_data(tmp_path):
+  extract = str(tmp_path / "extract")
+  testutil.write_tiny_extraction(extract)
+  cfg = _cfg(60)
+  t = trainer_lib.Trainer(cfg, extract, str(tmp_path / "model"))
+  losses = []
+  t.train(lambda n, m: losses.append(m["loss"]))
+  assert losses[-1] < losses[0]
+
+
+def test_missing_extraction_is_a_clear_error(tmp_path):
+  with pytest.raises(FileNotFoundError, match="MANIFEST.json"):
+    trainer_lib.Trainer(_cfg(5), str(tmp_path / "nothing"), str(tmp_path / "model"))
+
+
+def test_read_glove_rejects_ragged_lines(tmp_path):
+  path = tmp_path / "glove.txt"
+  path.write_text("the 0.1 0.2\nriver 0.3\n")
+  with pytest.raises(ValueError, match="glove.txt:2"):
+    trainer_lib.read_glove(str(path))
+  path.write_text("the 0.1 0.2\nriver 0.3 0.4\nthe 9 9\n")
+  words, vectors = trainer_lib.read_glove(str(path))
+  assert words == ["the", "river"] and vectors.shape == (2, 2)

@@ -1,0 +1,51 @@
+"""A small end-to-end run on a real Wikipedia dump: extract, train, export, index, evaluate."""
+
+import json
+import os
+
+import pytest
+
+from dense_entity import demo
+from dense_entity import evaluate
+from export import savedmodel
+from tests import testutil
+
+DUMP = testutil.shared_data("enwiki", "dbpedia-mini-enwiki.xml.bz2")
+KORE50 = testutil.shared_data("eval", "kore50", "KORE50_AIDA.tsv")
+
+
+@pytest.mark.skipif(not os.path.exists(DUMP), reason="shared data not available")
+def test_demo_on_a_real_dump(tmp_path, capsys):
+  ws = str(tmp_path / "ws")
+  report = demo.run_demo(ws, [DUMP], heldout_fraction=0.3, preset="tiny", train_steps=30,
+                         datasets=[f"aida:{KORE50}"] if os.path.exists(KORE50) else [])
+  printed = capsys.readouterr().out
+  assert "DEER" in printed and "AT-Prior" in printed
+
+  with open(os.path.join(ws, evaluate.REPORT_FILE)) as f:
+    on_disk = json.load(f)
+  assert on_disk["systems"] == report["systems"]
+  assert report["num_mentions"] > 50
+  assert report["num_entities"] > 500
+  assert set(report["systems"]) == {"DEER", "AT-Prior", "AT-Ext", "BM25"}
+  for system, recalls in report["systems"].items():
+    values = [recalls[f"recall@{k}"] for k in (1, 10, 100)]
+    assert all(0.0 <= v <= 1.0 for v in values), system
+    assert values == sorted(values), system  # recall@k grows with k
+  # Every system is scored on the same mentions.
+  held = report["datasets"]["heldout"]["systems"]
+  assert len({s["num_mentions"] for s in held.values()}) == 1
+  if os.path.exists(KORE50):
+    kore = report["datasets"]["KORE50_AIDA"]
+    assert kore["num_nil"] == 4 and kore["num_mentions"] == 144
+
+  # The indexes were built from this export's encodings.
+  manifest = savedmodel.read_manifest(os.path.join(ws, "export"))
+  with open(os.path.join(ws, "index", "indexes.json")) as f:
+    assert json.load(f)["model_fingerprint"] == manifest["model_fingerprint"]
+
+  # A second run resumes training from the checkpoint instead of starting over.
+  report2 = demo.run_demo(ws, [DUMP], heldout_fraction=0.3, preset="tiny", train_steps=40)
+  assert "resumed" not in report2  # the report schema is unchanged
+  out = capsys.readouterr().out
+  assert "step 40" in out
