@@ -1,9 +1,12 @@
-"""`dense-entity` command: `demo` (the end-to-end job) and `link` (top-k entities for text)."""
+"""`dense-entity` command: `demo` (the end-to-end job), `link` (top-k entities for mentions in
+text) and `tradeoff` (the paper's Table 3 on a workspace)."""
 
 import argparse
+import json
 import logging
 import os
 import sys
+from typing import List, Optional, Sequence, TextIO, Tuple
 
 
 def _demo(args):
@@ -11,6 +14,138 @@ def _demo(args):
   demo.run_demo(args.workspace, args.input, descriptions=args.descriptions,
                 heldout_fraction=args.heldout_fraction, preset=args.preset,
                 train_steps=args.train_steps, glove=args.glove, datasets=args.dataset)
+
+
+class InputError(ValueError):
+  """A `link` input that cannot be read; the message names its line (or argument)."""
+
+
+def parse_link_input(line: str, where: str) -> Tuple[str, List[Tuple[int, int]], dict]:
+  """Reads one `link` input: marked text or a JSON object.
+
+  Accepted forms:
+  - text with mentions marked `[[...]]` (one or more; one result per mention);
+  - JSON {"text": "...", "start": S, "end": E} (character offsets, end exclusive);
+  - JSON {"text": "... [[mention]] ..."}.
+  A JSON object may carry an "id", copied to the output.
+
+  Args:
+    line: the input, without its line break.
+    where: 'line N' or 'argument N', used in error messages.
+
+  Returns:
+    (plain text, [(start, end), ...], extra fields to echo: {"id": ...} or {}).
+
+  Raises:
+    InputError: naming `where`, for malformed JSON, missing or mistyped fields, a span outside
+      the text, or no / bad `[[...]]` markers.
+  """
+  from dense_entity import retriever  # pylint: disable=g-import-not-at-top
+  extra = {}
+  stripped = line.strip()
+  if stripped.startswith("{"):
+    try:
+      record = json.loads(stripped)
+    except json.JSONDecodeError as e:
+      raise InputError(f"{where}: starts with '{{' but is not valid JSON: {e}") from e
+    if not isinstance(record, dict) or not isinstance(record.get("text"), str):
+      raise InputError(f"{where}: a JSON input needs a string field \"text\"")
+    if "id" in record:
+      extra["id"] = record["id"]
+    text = record["text"]
+    has_start, has_end = "start" in record, "end" in record
+    if has_start or has_end:
+      start, end = record.get("start"), record.get("end")
+      if not all(isinstance(x, int) and not isinstance(x, bool) for x in (start, end)):
+        raise InputError(f"{where}: \"start\" and \"end\" must both be integers (character "
+                         f"offsets), got {start!r} and {end!r}")
+      if not 0 <= start < end <= len(text):
+        raise InputError(f"{where}: span [{start}, {end}) is empty or outside a text of "
+                         f"{len(text)} characters")
+      return text, [(start, end)], extra
+  else:
+    text = line
+  try:
+    plain, spans = retriever.parse_all_marked(text)
+  except ValueError as e:
+    raise InputError(f"{where}: {e}") from e
+  return plain, spans, extra
+
+
+def _read_link_inputs(texts: Sequence[str], stdin: TextIO):
+  """Yields (where, line) for each non-blank input, from arguments or stdin."""
+  if texts:
+    for i, text in enumerate(texts, 1):
+      yield f"argument {i}", text
+  else:
+    for i, line in enumerate(stdin, 1):
+      line = line.rstrip("\r\n")
+      if line.strip():
+        yield f"line {i}", line
+
+
+def _link(args, stdin: Optional[TextIO] = None, stdout: Optional[TextIO] = None,
+          stderr: Optional[TextIO] = None) -> int:
+  """Runs `dense-entity link`; returns the exit status (0, or 2 when an input is bad)."""
+  stdin, stdout, stderr = stdin or sys.stdin, stdout or sys.stdout, stderr or sys.stderr
+  if args.k < 1:
+    print("dense-entity link: --k must be >= 1", file=stderr)
+    return 2
+  items, errors = [], []
+  for where, line in _read_link_inputs(args.texts, stdin):
+    try:
+      items.append((where, line) + parse_link_input(line, where))
+    except InputError as e:
+      errors.append(str(e))
+  if errors:
+    for message in errors[:20]:
+      print(f"dense-entity link: {message}", file=stderr)
+    if len(errors) > 20:
+      print(f"dense-entity link: ... and {len(errors) - 20} more bad inputs", file=stderr)
+    print(f"dense-entity link: {len(errors)} bad input(s); nothing was linked", file=stderr)
+    return 2
+  if not items:
+    print("dense-entity link: no input (give texts as arguments or lines on stdin)",
+          file=stderr)
+    return 2
+  from dense_entity import retriever as retriever_lib  # pylint: disable=g-import-not-at-top
+  try:
+    retriever = retriever_lib.EntityRetriever.load(args.workspace, args.index)
+  except (FileNotFoundError, ValueError) as e:
+    print(f"dense-entity link: cannot load {args.workspace}: {e}", file=stderr)
+    return 1
+  mentions, owners = [], []
+  for item_index, (_, _, plain, spans, _) in enumerate(items):
+    for mention_index, (start, end) in enumerate(spans):
+      mentions.append((plain, start, end))
+      owners.append((item_index, mention_index))
+  results = retriever.retrieve(mentions, k=args.k)
+  for (text, start, end), (item_index, mention_index), entities in zip(mentions, owners,
+                                                                       results):
+    where, _, _, spans, extra = items[item_index]
+    if args.json:
+      record = {"input": where, "mention": mention_index, "text": text, "start": start,
+                "end": end, "span": text[start:end], **extra,
+                "entities": [{"title": t, "score": round(s, 6)} for t, s in entities]}
+      print(json.dumps(record, ensure_ascii=False), file=stdout)
+      continue
+    marked = f"{text[:start]}[[{text[start:end]}]]{text[end:]}"
+    label = where + (f", mention {mention_index + 1}" if len(spans) > 1 else "")
+    print(f"{label}: {marked}", file=stdout)
+    for rank, (title, score) in enumerate(entities, 1):
+      print(f"  {rank:>3}. {score:7.4f}  {title}", file=stdout)
+  return 0
+
+
+def _tradeoff(args):
+  from export import tradeoff  # pylint: disable=g-import-not-at-top
+  kinds = [k.strip() for k in args.kinds.split(",") if k.strip()]
+  report = tradeoff.measure_tradeoff(args.workspace, kinds, k=args.k,
+                                     max_mentions=args.max_mentions,
+                                     single_queries=args.single_queries, repeats=args.repeats)
+  print(tradeoff.format_table(report))
+  print(f"report: {os.path.join(args.workspace, tradeoff.REPORT_FILE)}")
+  return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -29,6 +164,43 @@ def build_parser() -> argparse.ArgumentParser:
   demo.add_argument("--dataset", action="append", default=[],
                     help="extra evaluation set FORMAT:PATH (aida:, jsonl:, nif:, wikinews:)")
   demo.set_defaults(fn=_demo)
+
+  link = sub.add_parser(
+      "link", help="top-k entities for mentions marked [[...]] in text",
+      description="Prints the top-k entities (cosine scores) for each mention. Inputs: the "
+      "TEXT arguments, or else stdin, one per line (blank lines skipped). An input is text "
+      "with one or more mentions marked [[...]] (one result per mention), or a JSON object "
+      "{\"text\": ..., \"start\": S, \"end\": E} (character offsets, end exclusive) or "
+      "{\"text\": \"...[[mention]]...\"}, optionally with an \"id\" copied to the output. "
+      "Bad inputs are reported by line number and nothing is linked (exit status 2).",
+      epilog="example: dense-entity link --workspace WS "
+      "'[[Phoenix]] once again played a late night show'")
+  link.add_argument("--workspace", default="workspace",
+                    help="workspace root (uses WS/export and WS/index) or an export directory "
+                    "with the index directory beside it")
+  link.add_argument("--k", type=int, default=5, help="entities per mention")
+  link.add_argument("--index", default="brute_force", choices=("brute_force", "ah", "ah_tree"),
+                    help="index searched")
+  link.add_argument("--json", action="store_true",
+                    help="print one JSON object per mention (JSONL)")
+  link.add_argument("texts", nargs="*", metavar="TEXT", help="text with [[mention]] marked")
+  link.set_defaults(fn=_link)
+
+  tradeoff = sub.add_parser(
+      "tradeoff", help="search time, recall and size of each index (paper Table 3)",
+      description="Measures each index of WS/index on the held-out mentions; prints the table "
+      "and writes WS/reports/tradeoff.json.")
+  tradeoff.add_argument("--workspace", default="workspace", help="workspace root")
+  tradeoff.add_argument("--kinds", default="brute_force,ah,ah_tree",
+                        help="comma-separated index kinds")
+  tradeoff.add_argument("--k", type=int, default=100, help="neighbours per search")
+  tradeoff.add_argument("--max_mentions", type=int, default=0,
+                        help="held-out mentions used (0: all)")
+  tradeoff.add_argument("--single_queries", type=int, default=1000,
+                        help="mentions timed one at a time (0: all)")
+  tradeoff.add_argument("--repeats", type=int, default=3,
+                        help="batched searches timed (the fastest counts)")
+  tradeoff.set_defaults(fn=_tradeoff)
   return parser
 
 

@@ -25,6 +25,8 @@ class ModelConfig:
     hidden_dim: width of the feed-forward layers of the compound encoders.
     encoding_dim: width of the final mention and entity encodings.
     initial_scale: initial value of the learned cosine scale `a` of the softmax task.
+    share_span_title_encoder: one feed-forward layer for the mention span and the entity
+      title (not in the paper, which has one per feature).
   """
   num_buckets: int = 5_000_000
   embedding_dim: int = 300
@@ -33,6 +35,7 @@ class ModelConfig:
   hidden_dim: int = 300
   encoding_dim: int = 300
   initial_scale: float = 10.0
+  share_span_title_encoder: bool = False
 
 
 @dataclasses.dataclass

@@ -94,13 +94,19 @@ def run_demo(workspace: str, inputs: Optional[Sequence[str]] = None,
   if glove:
     cfg.glove_path = glove
   trainer = trainer_lib.Trainer(cfg, ws.extract, ws.model)
+  if train_steps is not None:
+    # A resumed run keeps the config saved in model_dir; the step budget may still be raised.
+    trainer.cfg.train.train_steps = train_steps
   total = trainer.cfg.train.train_steps
   with tqdm(total=total, initial=min(int(trainer.step.numpy()), total), unit="step",
             desc="   training") as bar:
+    last = {}
+
     def progress(n, metrics):
+      last.update(metrics)
       bar.update(n)
       bar.set_postfix(loss=f"{metrics['loss']:.3f}",
-                      heldout_r1=f"{metrics.get('heldout_in_batch_recall@1', float('nan')):.3f}")
+                      heldout_r1=f"{last.get('heldout_in_batch_recall@1', float('nan')):.3f}")
     metrics = trainer.train(progress)
   timings["train"] = time.time() - t
   print(f"   step {metrics['step']}: held-out in-batch recall@1 "

@@ -9,7 +9,9 @@ and predictions alike and reports in-KB and overall recall with counts.
 Usage:
   python -m dense_entity.evaluate --workspace=WS [--dataset=aida:PATH ...] [--index=brute_force]
 
-Writes WS/reports/eval.json:
+Writes WS/reports/eval.md (Markdown tables), WS/reports/recall_at_k.png (recall@k curves,
+k = 1..100), WS/reports/deer_misses.jsonl (DEER's in-KB misses: mention, context, gold, gold rank,
+top 5) and WS/reports/eval.json:
   {"num_mentions": N, "num_entities": M, "systems": {"DEER": {"recall@1": x, "recall@10": y,
    "recall@100": z, ...}, "AT-Prior": {...}, "AT-Ext": {...}, "BM25": {...}},
    "datasets": {"heldout": {same as above}, "<dataset name>": {...}}, ...}
@@ -39,6 +41,9 @@ TOP_K = 100
 KS = (1, 10, 100)
 SYSTEMS = ("DEER", "AT-Prior", "AT-Ext", "BM25")
 REPORT_FILE = os.path.join("reports", "eval.json")
+TABLE_FILE = "eval.md"
+CURVE_FILE = "recall_at_k.png"
+MISSES_FILE = "deer_misses.jsonl"
 
 
 class Workspace:
@@ -146,20 +151,92 @@ def evaluate_workspace(root: str, dataset_specs: Sequence[str] = (), max_mention
     mentions = datasets_lib.load(spec)
     name = os.path.splitext(os.path.basename(spec.split(":", 1)[1].rstrip("/")))[0]
     sections[name] = (datasets_lib.all_features(mentions), [m.gold for m in mentions])
+  misses = []
   for name, (features, gold) in sections.items():
     section = evaluate_mentions(retrievers, features, gold)
-    section.pop("_rankings")
+    rankings = section.pop("_rankings")["DEER"]
+    misses.extend(_deer_misses(name, features, gold, rankings, retrievers))
     report["datasets"][name] = section
   held = report["datasets"]["heldout"]
   report["num_mentions"] = held["num_mentions"]
   report["systems"] = {name: {f"recall@{k}": held["systems"][name][f"recall@{k}"] for k in KS}
                        for name in SYSTEMS}
   os.makedirs(ws.reports, exist_ok=True)
-  path = os.path.join(root, REPORT_FILE)
-  with open(path + ".tmp", "w") as f:
-    json.dump(report, f, indent=2, sort_keys=True)
-  os.replace(path + ".tmp", path)
+  _write_atomically(os.path.join(ws.reports, MISSES_FILE),
+                    "".join(json.dumps(m, ensure_ascii=False) + "\n" for m in misses))
+  _write_atomically(os.path.join(ws.reports, TABLE_FILE), format_markdown(report))
+  plot_recall_curves(report, os.path.join(ws.reports, CURVE_FILE))
+  _write_atomically(os.path.join(root, REPORT_FILE),
+                    json.dumps(report, indent=2, sort_keys=True))
   return report
+
+
+def _write_atomically(path: str, text: str):
+  with open(path + ".tmp", "w", encoding="utf-8") as f:
+    f.write(text)
+  os.replace(path + ".tmp", path)
+
+
+def _deer_misses(dataset, features, gold, rankings, retrievers) -> List[dict]:
+  """In-KB mentions whose gold entity DEER did not rank first (for error analysis)."""
+  out = []
+  for f, g, ranking in zip(features, gold, rankings):
+    resolved = metrics.resolve_title(g, retrievers.redirects)
+    if resolved is None or resolved not in retrievers.kb_titles:
+      continue
+    top = [metrics.resolve_title(t, retrievers.redirects) for t in ranking]
+    if top and top[0] == resolved:
+      continue
+    rank = top.index(resolved) + 1 if resolved in top else None
+    out.append({"dataset": dataset, "mention": f[schema.MENTION_SPAN],
+                "context": f[schema.MENTION_SENTENCE], "gold": resolved,
+                "gold_rank": rank, "top5": ranking[:5]})
+  return out
+
+
+def format_markdown(report: dict) -> str:
+  """Markdown tables like the paper's Table 2, one per dataset, with the counts."""
+  lines = [f"# Entity retrieval recall ({report['num_entities']} entities, "
+           f"index: {report['index']})", ""]
+  for name, section in report["datasets"].items():
+    lines += [f"## {name}", "",
+              f"{section['num_mentions']} mentions: {section['num_in_kb']} with gold in the KB, "
+              f"{section['num_gold_missing_from_kb']} gold missing from the KB, "
+              f"{section['num_unresolvable_gold']} unresolvable, {section['num_nil']} NIL "
+              "(not scored). In-KB recall (overall recall in parentheses).", "",
+              "| system | " + " | ".join(f"R@{k}" for k in KS) + " |",
+              "|---|" + "---|" * len(KS)]
+    for system in SYSTEMS:
+      s = section["systems"][system]
+      lines.append(f"| {system} | " + " | ".join(
+          f"{s[f'recall@{k}']:.3f} ({s[f'overall_recall@{k}']:.3f})" for k in KS) + " |")
+    lines.append("")
+  return "\n".join(lines)
+
+
+def plot_recall_curves(report: dict, path: str):
+  """Writes a PNG of in-KB recall@k, k = 1..100, per system, one panel per dataset."""
+  import matplotlib  # pylint: disable=g-import-not-at-top
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+  names = list(report["datasets"])
+  fig, axes = plt.subplots(1, len(names), figsize=(5 * len(names), 4), squeeze=False)
+  for ax, name in zip(axes[0], names):
+    section = report["datasets"][name]
+    for system in SYSTEMS:
+      curve = section["recall_curves"][system]
+      ax.plot(range(1, len(curve) + 1), curve, label=system)
+    ax.set_xscale("log")
+    ax.set_xlabel("k")
+    ax.set_ylabel("in-KB recall@k")
+    ax.set_ylim(0, 1)
+    ax.set_title(f"{name} ({section['num_in_kb']} in-KB mentions)")
+    ax.grid(True, alpha=0.3)
+    ax.legend(loc="lower right")
+  fig.tight_layout()
+  fig.savefig(path + ".tmp.png", dpi=100)
+  plt.close(fig)
+  os.replace(path + ".tmp.png", path)
 
 
 def format_table(report: dict) -> str:

@@ -34,14 +34,15 @@ class MentionEncoder(keras.layers.Layer):
 
   def __init__(self, text_featurizer: featurizer_lib.TextFeaturizer,
                embedding: layers.SharedEmbedding, model_config: config_lib.ModelConfig,
-               **kwargs):
+               span_encoder: Optional[layers.BagOfNgramsEncoder] = None, **kwargs):
     super().__init__(**kwargs)
     self.text_featurizer = text_featurizer
     self.embedding = embedding
     c = model_config
     # Plain attributes, not a dict: TF checkpoints track attributes of Keras 3 layers, and
     # layers held in a dict would silently be left out of checkpoints.
-    self.span_encoder = layers.BagOfNgramsEncoder(embedding, c.hidden_dim, name="encode_span")
+    self.span_encoder = span_encoder or layers.BagOfNgramsEncoder(embedding, c.hidden_dim,
+                                                                  name="encode_span")
     self.left_encoder = layers.BagOfNgramsEncoder(embedding, c.hidden_dim, name="encode_left")
     self.right_encoder = layers.BagOfNgramsEncoder(embedding, c.hidden_dim, name="encode_right")
     self.sentence_encoder = layers.BagOfNgramsEncoder(embedding, c.hidden_dim,
@@ -72,13 +73,14 @@ class EntityEncoder(keras.layers.Layer):
 
   def __init__(self, text_featurizer: featurizer_lib.TextFeaturizer,
                embedding: layers.SharedEmbedding, model_config: config_lib.ModelConfig,
-               **kwargs):
+               title_encoder: Optional[layers.BagOfNgramsEncoder] = None, **kwargs):
     super().__init__(**kwargs)
     c = model_config
     self.text_featurizer = text_featurizer
     self.embedding = embedding
     self.category_featurizer = featurizer_lib.CategoryFeaturizer(c.num_category_buckets)
-    self.title_encoder = layers.BagOfNgramsEncoder(embedding, c.hidden_dim, name="encode_title")
+    self.title_encoder = title_encoder or layers.BagOfNgramsEncoder(embedding, c.hidden_dim,
+                                                                    name="encode_title")
     self.text_encoder = layers.BagOfNgramsEncoder(embedding, c.hidden_dim, name="encode_text")
     self.category_encoder = layers.BagOfCategoriesEncoder(
         c.num_category_buckets, c.category_dim, c.hidden_dim, name="encode_categories")
@@ -120,10 +122,17 @@ class DualEncoder(tf.Module):
                                             model_config.embedding_dim, name="shared_embedding")
     if initial_embeddings is not None:
       self._init_vocabulary_rows(initial_embeddings)
+    # Optionally one feed-forward layer encodes both the mention span and the entity title, so
+    # the same string gives the same feature encoding on both sides, also for words never seen
+    # in training (not in the paper; config.ModelConfig.share_span_title_encoder).
+    shared = None
+    if model_config.share_span_title_encoder:
+      shared = layers.BagOfNgramsEncoder(self.embedding, model_config.hidden_dim,
+                                         name="encode_span_and_title")
     self.mention_encoder = MentionEncoder(self.text_featurizer, self.embedding, model_config,
-                                          name="mention_encoder")
+                                          span_encoder=shared, name="mention_encoder")
     self.entity_encoder = EntityEncoder(self.text_featurizer, self.embedding, model_config,
-                                        name="entity_encoder")
+                                        title_encoder=shared, name="entity_encoder")
     self.scale = tf.Variable(model_config.initial_scale, dtype=tf.float32, name="scale")
     self.hard_negative_scale = tf.Variable(model_config.initial_scale, dtype=tf.float32,
                                            name="hard_negative_scale")

@@ -20,8 +20,8 @@ def duplicate_entity_mask(row_entities: tf.Tensor, column_entities: tf.Tensor,
   """True where column j holds row i's gold entity but is not row i's own column.
 
   Args:
-    row_entities: tf.string `[batch]`, gold entity ids of the rows.
-    column_entities: tf.string `[num_columns]`, entity ids of the columns (the global batch
+    row_entities: `[batch]` gold entity ids of the rows (strings, or int fingerprints).
+    column_entities: `[num_columns]` entity ids of the columns, same dtype (the global batch
       under a distribution strategy).
     column_offset: index of row 0's own column (replica_id * per-replica batch).
 

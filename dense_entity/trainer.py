@@ -156,7 +156,9 @@ class Trainer:
     ctx = tf.distribute.get_replica_context()
     mentions = self.model.mention_encoder(data.mention_features(batch))
     entities = self.model.entity_encoder(data.entity_features(batch))
-    gold = batch[schema.ENTITY_TITLE]
+    # Collectives do not carry strings: entity ids travel as 63-bit fingerprints (only used to
+    # mask duplicates; a collision between two titles has probability ~ batch^2 / 2^63).
+    gold = tf.strings.to_hash_bucket_fast(batch[schema.ENTITY_TITLE], (1 << 63) - 1)
     all_entities = ctx.all_gather(entities, axis=0)
     all_gold = ctx.all_gather(gold, axis=0)
     offset = ctx.replica_id_in_sync_group * tf.shape(gold)[0]
