@@ -14,6 +14,7 @@ setup(
         "tensorflow-text==2.20.*",
         "scann==1.4.2",
         "apache-beam==2.77.*",
+        "google-crc32c>=1.5",  # Beam's TFRecord reader checks record CRCs with it
         "absl-py>=2.1",
         "numpy>=1.26",
         "mwparserfromhell==0.7.*",

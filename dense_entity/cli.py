@@ -13,7 +13,8 @@ def _demo(args):
   from dense_entity import demo  # pylint: disable=g-import-not-at-top
   demo.run_demo(args.workspace, args.input, descriptions=args.descriptions,
                 heldout_fraction=args.heldout_fraction, preset=args.preset,
-                train_steps=args.train_steps, glove=args.glove, datasets=args.dataset)
+                train_steps=args.train_steps, glove=args.glove, datasets=args.dataset,
+                mining_rounds=args.mining_rounds, steps_per_round=args.steps_per_round)
 
 
 class InputError(ValueError):
@@ -163,6 +164,10 @@ def build_parser() -> argparse.ArgumentParser:
   demo.add_argument("--glove", help="GloVe text file initialising unigram embeddings")
   demo.add_argument("--dataset", action="append", default=[],
                     help="extra evaluation set FORMAT:PATH (aida:, jsonl:, nif:, wikinews:)")
+  demo.add_argument("--mining_rounds", type=int, default=2,
+                    help="hard negative mining rounds after round 0")
+  demo.add_argument("--steps_per_round", type=int, default=1000,
+                    help="training steps after each mining round")
   demo.set_defaults(fn=_demo)
 
   link = sub.add_parser(

@@ -44,6 +44,7 @@ REPORT_FILE = os.path.join("reports", "eval.json")
 TABLE_FILE = "eval.md"
 CURVE_FILE = "recall_at_k.png"
 MISSES_FILE = "deer_misses.jsonl"
+ROUNDS_FILE = "recall_by_round.png"
 
 
 class Workspace:
@@ -254,12 +255,37 @@ def format_table(report: dict) -> str:
   return "\n".join(lines)
 
 
+def plot_rounds(rounds: Sequence[dict], path: str):
+  """Held-out recall@1 and recall@100 of DEER after each mining round (paper Figure 2), PNG."""
+  import matplotlib  # pylint: disable=g-import-not-at-top
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+  fig, ax = plt.subplots(figsize=(5, 4))
+  x = [r["round"] for r in rounds]
+  for key in ("recall@1", "recall@100"):
+    ax.plot(x, [r[key] for r in rounds], marker="o", label=key)
+  ax.set_xlabel("hard negative mining round (0: in-batch negatives only)")
+  ax.set_ylabel("held-out recall")
+  ax.set_xticks(x)
+  ax.set_ylim(0, 1)
+  ax.grid(True, alpha=0.3)
+  ax.legend(loc="lower right")
+  fig.tight_layout()
+  fig.savefig(path + ".tmp.png", dpi=100)
+  plt.close(fig)
+  os.replace(path + ".tmp.png", path)
+
+
 FLAGS = flags.FLAGS
-flags.DEFINE_string("workspace", None, "Workspace directory (WORKSPACE.md).")
-flags.DEFINE_multi_string("dataset", [], "FORMAT:PATH of an extra evaluation set: aida:, "
-                          "jsonl:, nif:, wikinews:DIR.")
-flags.DEFINE_integer("max_mentions", 0, "Evaluate at most this many held-out mentions (0: all).")
-flags.DEFINE_string("index", "brute_force", "Index kind used by DEER.")
+
+
+def define_flags():
+  """Defines the command-line flags (only when run as a program, so importing is safe)."""
+  flags.DEFINE_string("workspace", None, "Workspace directory (WORKSPACE.md).")
+  flags.DEFINE_multi_string("dataset", [], "FORMAT:PATH of an extra evaluation set: aida:, "
+                            "jsonl:, nif:, wikinews:DIR.")
+  flags.DEFINE_integer("max_mentions", 0, "Evaluate at most this many held-out mentions (0: all).")
+  flags.DEFINE_string("index", "brute_force", "Index kind used by DEER.")
 
 
 def main(argv):
@@ -269,5 +295,7 @@ def main(argv):
 
 
 if __name__ == "__main__":
+  define_flags()
   flags.mark_flags_as_required(["workspace"])
   app.run(main)
+

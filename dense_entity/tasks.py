@@ -66,3 +66,23 @@ def logistic_loss(mention_encodings, entity_encodings, labels, scale, bias):
   cos = tf.reduce_sum(mention_encodings * entity_encodings, axis=-1)
   return tf.nn.sigmoid_cross_entropy_with_logits(
       labels=tf.cast(labels, tf.float32), logits=scale * cos + bias)
+
+
+def in_batch_pair_auc(logits, labels, mask=None):
+  """Mean over rows of the fraction of in-batch negatives scored below the row's own entity.
+
+  The ROC AUC of (mention, entity) pairs of a batch, averaged per mention: each row's own
+  column is the positive pair, its other (unmasked) columns the negatives; ties count 1/2.
+  Any increasing scoring function (cosine, or the logistic task's g(a_h * cos + b_h) with
+  a_h > 0) gives the same value. Returns a float32 scalar.
+  """
+  positive = tf.gather(logits, labels, axis=1, batch_dims=1)[:, None]
+  negatives = tf.logical_not(tf.one_hot(labels, tf.shape(logits)[1], on_value=True,
+                                        off_value=False, dtype=tf.bool))
+  if mask is not None:
+    negatives = tf.logical_and(negatives, tf.logical_not(mask))
+  wins = tf.cast(logits < positive, tf.float32) + 0.5 * tf.cast(tf.equal(logits, positive),
+                                                                tf.float32)
+  negatives = tf.cast(negatives, tf.float32)
+  per_row = tf.reduce_sum(wins * negatives, 1) / tf.maximum(tf.reduce_sum(negatives, 1), 1.0)
+  return tf.reduce_mean(per_row)

@@ -136,9 +136,12 @@ class Trainer:
       self.model = models.DualEncoder(cfg.model, vocabulary, vectors)
       self.optimizer = make_optimizer(tc)
       self.step = tf.Variable(0, dtype=tf.int64, name="step", trainable=False)
+      # The last mining round whose negatives training uses (0: in-batch negatives only).
+      self.mining_round = tf.Variable(0, dtype=tf.int64, name="mining_round",
+                                      trainable=False)
       self.optimizer.build(self.model.trainable_variables)
     self.checkpoint = tf.train.Checkpoint(model=self.model, optimizer=self.optimizer,
-                                          step=self.step)
+                                          step=self.step, mining_round=self.mining_round)
     self.manager = tf.train.CheckpointManager(
         self.checkpoint, os.path.join(model_dir, CHECKPOINT_DIR), max_to_keep=3)
     if self.manager.latest_checkpoint:
@@ -150,6 +153,8 @@ class Trainer:
     self.heldout_files = sorted(heldout)
     self.writer = tf.summary.create_file_writer(os.path.join(model_dir, "summaries"))
     self._train_fn = self._eval_fn = None
+    self.negative_files: List[str] = []
+    self.last_heldout_auc = float("nan")
 
   # --- one step on one replica -------------------------------------------------------------
   def _replica_logits(self, batch):
@@ -165,13 +170,25 @@ class Trainer:
     mask = tasks.duplicate_entity_mask(gold, all_gold, offset)
     logits = tasks.in_batch_logits(mentions, all_entities, self.model.scale, mask)
     labels = tf.range(tf.shape(gold)[0]) + offset
-    return logits, labels
+    return logits, labels, mentions, entities, mask
 
-  def _train_step(self, batch):
+  def _train_step(self, batch, pairs=None):
+    """One step of the softmax task, plus the logistic task when hard negative `pairs` are
+    given (paper section 4.3: equal weights; the batch's own pairs are the positives)."""
     global_batch = self.cfg.train.batch_size
     with tf.GradientTape() as tape:
-      logits, labels = self._replica_logits(batch)
+      logits, labels, mentions, entities, _ = self._replica_logits(batch)
       loss = tf.reduce_sum(tasks.in_batch_softmax_loss(logits, labels)) / global_batch
+      if pairs is not None:
+        m = self.model
+        positive = tasks.logistic_loss(mentions, entities, tf.ones_like(labels),
+                                       m.hard_negative_scale, m.hard_negative_bias)
+        negative = tasks.logistic_loss(
+            m.mention_encoder(data.mention_features(pairs)),
+            m.entity_encoder(data.entity_features(pairs)),
+            tf.zeros(tf.shape(pairs[schema.ENTITY_TITLE]), tf.int32),
+            m.hard_negative_scale, m.hard_negative_bias)
+        loss += (tf.reduce_sum(positive) + tf.reduce_sum(negative)) / (2 * global_batch)
     variables = self.model.trainable_variables
     grads = tape.gradient(loss, variables)
     self.optimizer.apply_gradients(zip(grads, variables))
@@ -179,15 +196,18 @@ class Trainer:
     return loss, recall
 
   def _eval_step(self, batch):
-    logits, labels = self._replica_logits(batch)
-    return tasks.in_batch_recall_at_1(logits, labels)
+    logits, labels, _, _, mask = self._replica_logits(batch)
+    return (tasks.in_batch_recall_at_1(logits, labels),
+            tasks.in_batch_pair_auc(logits, labels, mask))
 
   # --- loops -------------------------------------------------------------------------------
-  def _train_steps(self, iterator, n):
+  def _train_steps(self, iterator, n, pair_iterator=None):
     """Runs `n` steps in one tf.function call; returns the last step's loss and recall."""
     loss = recall = tf.constant(0.0)
     for _ in tf.range(n):
-      per_loss, per_recall = self.strategy.run(self._train_step, args=(next(iterator),))
+      args = (next(iterator),) if pair_iterator is None else (next(iterator),
+                                                              next(pair_iterator))
+      per_loss, per_recall = self.strategy.run(self._train_step, args=args)
       loss = self.strategy.reduce(tf.distribute.ReduceOp.SUM, per_loss, None)
       recall = self.strategy.reduce(tf.distribute.ReduceOp.MEAN, per_recall, None)
       self.step.assign_add(1)
@@ -216,13 +236,21 @@ class Trainer:
     if self._eval_fn is None:
       self._eval_fn = tf.function(lambda b: self.strategy.run(self._eval_step, args=(b,)))
       self._eval_dataset = self._dataset(self.heldout_files, repeat=False, shuffle=False)
-    values = []
+    recalls, aucs = [], []
     for batch in self._eval_dataset:
-      if len(values) >= self.cfg.train.eval_batches:
+      if len(recalls) >= self.cfg.train.eval_batches:
         break
-      per_replica = self._eval_fn(batch)
-      values.append(float(self.strategy.reduce(tf.distribute.ReduceOp.MEAN, per_replica, None)))
-    return float(np.mean(values)) if values else float("nan")
+      recall, auc = self._eval_fn(batch)
+      recalls.append(float(self.strategy.reduce(tf.distribute.ReduceOp.MEAN, recall, None)))
+      aucs.append(float(self.strategy.reduce(tf.distribute.ReduceOp.MEAN, auc, None)))
+    self.last_heldout_auc = float(np.mean(aucs)) if aucs else float("nan")
+    return float(np.mean(recalls)) if recalls else float("nan")
+
+  def set_hard_negatives(self, files: List[str], mining_round: int):
+    """Trains from now on with the logistic task on these hard negative pair files."""
+    self.negative_files = sorted(files)
+    self.mining_round.assign(mining_round)
+    self._train_fn = None
 
   def train(self, progress: Optional[Callable[[int, dict], None]] = None) -> dict:
     """Trains until `train_steps`; returns the last metrics (loss, recalls, examples/s)."""
@@ -236,14 +264,18 @@ class Trainer:
     if self._train_fn is None:
       self._train_fn = tf.function(self._train_steps)
       self._train_iterator = iter(self._dataset(self.train_files, repeat=True, shuffle=True))
-    train_steps = self._train_fn
+      self._pair_iterator = None
+      if self.negative_files:
+        self._pair_iterator = iter(self._dataset(self.negative_files, repeat=True,
+                                                 shuffle=True))
+    pair_iterator = self._pair_iterator
     iterator = self._train_iterator
     chunk = min(50, tc.eval_every)
     step = start
     t0, examples = time.time(), 0
     while step < tc.train_steps:
       n = min(chunk, tc.train_steps - step, tc.eval_every - step % tc.eval_every)
-      loss, recall = train_steps(iterator, tf.constant(n))
+      loss, recall = self._train_fn(iterator, tf.constant(n), pair_iterator)
       step = int(self.step.numpy())
       examples += n * tc.batch_size
       metrics = {"step": step, "loss": float(loss), "train_in_batch_recall@1": float(recall),
@@ -255,9 +287,12 @@ class Trainer:
         tf.summary.scalar("scale", metrics["scale"])
       if step % tc.eval_every == 0 or step >= tc.train_steps:
         metrics["heldout_in_batch_recall@1"] = self.evaluate()
+        metrics["heldout_in_batch_auc"] = self.last_heldout_auc
+        metrics["mining_round"] = int(self.mining_round.numpy())
         with self.writer.as_default(step=step):
           tf.summary.scalar("heldout_in_batch_recall_at_1",
                             metrics["heldout_in_batch_recall@1"])
+          tf.summary.scalar("heldout_in_batch_auc", metrics["heldout_in_batch_auc"])
         self.manager.save(checkpoint_number=step)
         logging.info("step %d %s", step, metrics)
       if progress:

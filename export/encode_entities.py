@@ -76,10 +76,14 @@ def encode_and_index(export_dir: str, extract_dir: str, output_dir: str,
 
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("export_dir", None, "Directory of the exported encoders.")
-flags.DEFINE_string("extract_dir", None, "Finished extraction (entities-* shards).")
-flags.DEFINE_string("output_dir", None, "Where encodings, titles and indexes go.")
-flags.DEFINE_list("kinds", ["brute_force", "ah", "ah_tree"], "Index kinds to build.")
+
+
+def define_flags():
+  """Defines the command-line flags (only when run as a program, so importing is safe)."""
+  flags.DEFINE_string("export_dir", None, "Directory of the exported encoders.")
+  flags.DEFINE_string("extract_dir", None, "Finished extraction (entities-* shards).")
+  flags.DEFINE_string("output_dir", None, "Where encodings, titles and indexes go.")
+  flags.DEFINE_list("kinds", ["brute_force", "ah", "ah_tree"], "Index kinds to build.")
 
 
 def main(argv):
@@ -89,5 +93,6 @@ def main(argv):
 
 
 if __name__ == "__main__":
+  define_flags()
   flags.mark_flags_as_required(["export_dir", "extract_dir", "output_dir"])
   app.run(main)

@@ -15,7 +15,10 @@ found in WS/index (brute_force, ah, ah_tree):
 Mentions are encoded once (mention encoding time is reported apart) and every index searches
 the same query encodings with k = `k` (default 100). Timings depend on the machine and its
 threads (BLAS for brute force, ScaNN's thread pool for batched ScaNN search); the report
-records the CPU count.
+records the CPU count and the BLAS thread variables. On few, busy cores a multi-threaded BLAS
+matrix-vector product can be many times slower than a single-threaded one (measured: 8 ms vs
+0.2 ms for 17k x 64 on 2 busy cores), so compare single-query brute force also with
+OPENBLAS_NUM_THREADS=1.
 
 Usage:
   python -m export.tradeoff --workspace=WS [--max_mentions=0] [--single_queries=1000]
@@ -23,6 +26,7 @@ Usage:
 
 Writes WS/reports/tradeoff.json (atomically):
   {"num_mentions", "num_in_kb", "num_entities", "k", "model_fingerprint", "cpu_count",
+   "thread_env",
    "encode_ms_per_mention", "indexes": {kind: {"effective_kind", "fallback_reason",
    "single_ms_per_mention", "single_queries", "batched_ms_per_mention", "recall@1",
    "recall@10", "recall@100", "exact_agreement@10", "index_bytes", "parameters"}}}
@@ -38,8 +42,6 @@ from absl import app
 from absl import flags
 import numpy as np
 
-# dense_entity.evaluate defines absl flags when imported (--workspace, --max_mentions, ...);
-# it is imported before define_flags so that flags of the same name are shared, not redefined.
 from dense_entity import evaluate
 from dense_entity import metrics
 from dense_entity import schema
@@ -47,6 +49,8 @@ from dense_entity import schema
 REPORT_FILE = os.path.join("reports", "tradeoff.json")
 KS = (1, 10, 100)
 DEFAULT_KINDS = ("brute_force", "ah", "ah_tree")
+# Environment variables that set the BLAS threads of brute-force search, recorded in the report.
+_THREAD_ENV = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
 
 def _index_bytes(index_dir: str) -> int:
@@ -134,6 +138,7 @@ def measure_tradeoff(root: str, kinds: Sequence[str] = DEFAULT_KINDS, k: int = 1
                                        expected_model_fingerprint=base.model_fingerprint)
   report = {"num_mentions": len(mentions), "num_entities": base.num_entities, "k": k,
             "model_fingerprint": base.model_fingerprint, "cpu_count": os.cpu_count(),
+            "thread_env": {name: os.environ.get(name) for name in _THREAD_ENV},
             "encode_ms_per_mention": encode_ms, "indexes": {}}
   exact_top10: Optional[np.ndarray] = None
   if exact is not None:
@@ -224,7 +229,7 @@ def main(argv):
 
 
 def define_flags():
-  """Defines the entry point's flags, sharing any of the same name already defined."""
+  """Defines the entry point's flags (only when run as a program)."""
   for define, name, default, help_text in (
       (flags.DEFINE_string, "workspace", None, "Workspace directory (WORKSPACE.md)."),
       (flags.DEFINE_string, "kinds", ",".join(DEFAULT_KINDS), "Comma-separated index kinds."),
@@ -232,8 +237,7 @@ def define_flags():
       (flags.DEFINE_integer, "max_mentions", 0, "Held-out mentions used (0: all)."),
       (flags.DEFINE_integer, "single_queries", 1000, "Mentions timed one at a time (0: all)."),
       (flags.DEFINE_integer, "repeats", 3, "Batched searches timed (the fastest counts).")):
-    if name not in FLAGS:
-      define(name, default, help_text)
+    define(name, default, help_text)
   flags.mark_flags_as_required(["workspace"])
 
 

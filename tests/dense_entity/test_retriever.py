@@ -99,7 +99,7 @@ def test_parse_marked_rejects_bad_markers(text, message):
 
 def test_retrieve_matches_hand_computed_cosines(workspace, retriever):
   # Exact cosines between the encoder's mention encodings and the stored entity encodings.
-  encoder = savedmodel.load_encoder(os.path.join(workspace, "export", "mention_encoder"))
+  encoder = retriever.mention_encoder  # the exported mention encoder SavedModel
   feats = [mention_features.mention_features(*t) for t in TEXTS]
   q = encoder({n: [f[n] for f in feats] for n in schema.MENTION_FEATURES})
   entities = np.load(os.path.join(workspace, "index", "entity_encodings.npy"))

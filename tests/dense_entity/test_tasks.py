@@ -64,3 +64,14 @@ def test_logistic_loss_matches_hand_computation():
   loss = tasks.logistic_loss(m, e, tf.constant([0]), 3.0, 0.5).numpy()
   # cos = 0, logit = 0.5, label 0 -> -log(1 - sigmoid(0.5))
   np.testing.assert_allclose(loss, [math.log(1 + math.exp(0.5))], rtol=1e-6)
+
+
+def test_in_batch_pair_auc_counts_negatives_below_the_positive():
+  logits = tf.constant([[3.0, 1.0, 4.0], [2.0, 2.0, 0.0], [0.0, 1.0, 5.0]])
+  labels = tf.constant([0, 1, 2])
+  # row 0: one of two negatives below; row 1: one tie (1/2) and one below; row 2: both below.
+  auc = float(tasks.in_batch_pair_auc(logits, labels))
+  np.testing.assert_allclose(auc, (0.5 + 0.75 + 1.0) / 3, rtol=1e-6)
+  mask = tf.constant([[False, False, True], [False, False, False], [False, False, False]])
+  auc = float(tasks.in_batch_pair_auc(logits, labels, mask))
+  np.testing.assert_allclose(auc, (1.0 + 0.75 + 1.0) / 3, rtol=1e-6)

@@ -43,11 +43,17 @@ serving_dir, inputs_path = sys.argv[1:3]
 fn = tf.saved_model.load(serving_dir).signatures['serving_default']
 features = json.load(open(inputs_path))
 out = fn(**{name: tf.constant(values) for name, values in features.items()})
+empty = fn(**{name: tf.constant([], tf.string) for name in features})
+signature = {
+    'inputs': {n: [s.dtype.name, s.shape.as_list()]
+               for n, s in fn.structured_input_signature[1].items()},
+    'outputs': {n: [s.dtype.name, s.shape.as_list()] for n, s in fn.structured_outputs.items()},
+    'empty_shape': empty['titles'].shape.as_list()}
 project = sorted(m for m in sys.modules if m.split('.')[0] in ('dense_entity', 'export', 'scann'))
 print(json.dumps({'titles': [[t.decode() for t in row] for row in out['titles'].numpy()],
                   'scores': out['scores'].numpy().tolist(),
                   'row_ids': out['row_ids'].numpy().tolist(),
-                  'project_modules': project}))
+                  'project_modules': project, 'signature': signature}))
 """
 
 
@@ -58,58 +64,64 @@ def test_fresh_process_gives_the_same_top_k_as_the_retriever(workspace, tmp_path
   inputs.write_text(json.dumps({n: [f[n] for f in feats] for n in schema.MENTION_FEATURES}))
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
   env.pop("PYTHONPATH", None)
-  proc = subprocess.run([sys.executable, "-c", _FRESH, os.path.join(root, "export", "serving"),
-                         str(inputs)], env=env, capture_output=True, text=True,
-                        cwd=str(tmp_path))
-  assert proc.returncode == 0, proc.stderr[-2000:]
-  got = json.loads(proc.stdout.strip().splitlines()[-1])
-  assert got["project_modules"] == []
-
+  # The fresh process runs while this one loads the retriever.
+  proc = subprocess.Popen([sys.executable, "-c", _FRESH, os.path.join(root, "export", "serving"),
+                           str(inputs)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True, cwd=str(tmp_path))
   retriever = retriever_lib.EntityRetriever.load(root)
   expected = retriever.retrieve(TEXTS, k=K)
+  stdout, stderr = proc.communicate(timeout=120)
+  assert proc.returncode == 0, stderr[-2000:]
+  got = json.loads(stdout.strip().splitlines()[-1])
+  assert got["project_modules"] == []
+
   assert got["titles"] == [[t for t, _ in row] for row in expected]
   np.testing.assert_allclose(got["scores"], [[s for _, s in row] for row in expected],
                              atol=1e-5)
   assert got["row_ids"] == [[retriever.titles.index(t) for t, _ in row] for row in expected]
 
+  signature = got["signature"]
+  assert signature["inputs"] == {n: ["string", [None]] for n in schema.MENTION_FEATURES}
+  assert signature["outputs"] == {"titles": ["string", [None, K]],
+                                  "scores": ["float32", [None, K]],
+                                  "row_ids": ["int32", [None, K]]}
+  assert signature["empty_shape"] == [0, K]
 
-def test_signature_and_manifest(workspace):
+
+def test_manifest(workspace):
   root, manifest = workspace
-  serving_dir = os.path.join(root, "export", "serving")
-  assert serving.read_manifest(serving_dir) == manifest
+  assert serving.read_manifest(os.path.join(root, "export", "serving")) == manifest
   export_manifest = savedmodel.read_manifest(os.path.join(root, "export"))
   assert manifest["model_fingerprint"] == export_manifest["model_fingerprint"]
   assert manifest["k"] == K and manifest["num_entities"] == 26
   assert manifest["encoding_dim"] == export_manifest["encoding_dim"]
-  import tensorflow_text  # pylint: disable=unused-import
-  fn = tf.saved_model.load(serving_dir).signatures["serving_default"]
-  inputs = fn.structured_input_signature[1]
-  assert sorted(inputs) == sorted(schema.MENTION_FEATURES)
-  assert all(s.dtype == tf.string and s.shape.as_list() == [None] for s in inputs.values())
-  outputs = fn.structured_outputs
-  assert outputs["titles"].dtype == tf.string and outputs["titles"].shape.as_list() == [None, K]
-  assert outputs["scores"].dtype == tf.float32 and outputs["scores"].shape.as_list() == [None, K]
-  empty = fn(**{n: tf.constant([], tf.string) for n in schema.MENTION_FEATURES})
-  assert empty["titles"].shape == (0, K)
+  assert manifest["inputs"] == list(schema.MENTION_FEATURES)
 
 
 def test_k_is_clamped_to_the_kb_and_failed_export_keeps_the_previous(workspace, tmp_path,
                                                                        monkeypatch):
-  root, _ = workspace
-  out = str(tmp_path / "serving")
-  manifest = serving.export_serving_model(os.path.join(root, "export"),
-                                          os.path.join(root, "index"), out, k=1000)
-  assert manifest["k"] == 26
+  root, manifest = workspace
+  export_dir, index_dir = os.path.join(root, "export"), os.path.join(root, "index")
+  saved = []
+  # Writing the SavedModel itself is covered above; here only the manifest and the directories.
+  monkeypatch.setattr(tf.saved_model, "save", lambda module, path, **kwargs: saved.append(
+      (module.k, os.makedirs(path))))
+  clamped = serving.export_serving_model(export_dir, index_dir, str(tmp_path / "s"), k=1000)
+  assert clamped["k"] == 26 and saved[0][0] == 26
+  assert sorted(os.listdir(tmp_path)) == ["s"]
 
   def boom(*args, **kwargs):
     raise RuntimeError("disk full")
 
   monkeypatch.setattr(tf.saved_model, "save", boom)
+  serving_dir = os.path.join(export_dir, "serving")
+  before = sorted(os.listdir(serving_dir))
   with pytest.raises(RuntimeError, match="disk full"):
-    serving.export_serving_model(os.path.join(root, "export"), os.path.join(root, "index"),
-                                 out, k=3)
-  assert serving.read_manifest(out) == manifest
-  assert sorted(os.listdir(tmp_path)) == ["serving"]
+    serving.export_serving_model(export_dir, index_dir, k=3)
+  assert serving.read_manifest(serving_dir) == manifest
+  assert sorted(os.listdir(serving_dir)) == before
+  assert sorted(os.listdir(export_dir)) == ["entity_encoder", "export_manifest.json",
+                                            "mention_encoder", "serving"]
 
 
 def test_bad_inputs_are_clear_errors(workspace, tmp_path):

@@ -1,0 +1,289 @@
+"""Beam pipeline: hard negative mining with the current exported model (paper section 4.3).
+
+Gillick et al. (2019): encode the training mentions and all entities with the current model,
+take each mention's 10 nearest entities, and keep every entity ranked above the gold one as a
+negative pair; training then continues with the softmax task plus a logistic task on these pairs.
+Each round's new pairs are added to the earlier rounds' (deduplicated by (mention, entity)).
+
+The mention encoder SavedModel runs inside the Beam workers (DoFn.setup loads it), so the
+featurizer is the exported graph itself; entities are searched in an index built from the same
+export (export.encode_entities), checked by its model fingerprint. On a big KB point
+--index_dir at a ScaNN AH+tree index; workers load it once each.
+
+Usage:
+  python -m beam_pipelines.mine_hard_negatives --export_dir=WS/export --index_dir=WS/index \
+      --extract_dir=WS/extract --output_dir=WS/negatives/round_1 --round=1 \
+      [--previous_dir=WS/negatives/round_0] [--index_kind=brute_force] [beam flags...]
+Output: OUTPUT_DIR/hard_negatives-SSSSS-of-NNNNN.tfrecord (schema.py pair records, all rounds so
+far), stats.json, and MANIFEST.json written last.
+"""
+
+import json
+import logging
+import os
+import shutil
+import sys
+import uuid
+from typing import Dict, List, Optional, Sequence
+
+import apache_beam as beam
+from apache_beam.metrics.metric import Metrics, MetricsFilter
+import tensorflow as tf
+
+from beam_pipelines import extract_wikipedia
+from dense_entity import schema
+from dense_entity.titles import resolve_redirect
+
+DEFAULT_K = 10
+_NAMESPACE = "mine_hard_negatives"
+
+
+def select_hard_negatives(ranked: Sequence[str], gold: str,
+                          redirects: Optional[Dict[str, str]] = None) -> List[str]:
+  """The paper's rule: every entity ranked above the gold one is a hard negative.
+
+  Args:
+    ranked: the k nearest entity titles, best first.
+    gold: the gold entity title.
+    redirects: optional redirect map; titles that resolve to the gold entity are never
+      negatives.
+
+  Returns:
+    The titles ranked above the gold entity (all k when the gold is not among them), without
+    the gold itself (after redirect resolution) and without repeats. Gold ranked first gives [].
+  """
+  redirects = redirects or {}
+  resolve = lambda t: resolve_redirect(t, redirects) or t
+  gold = resolve(gold)
+  negatives, seen = [], set()
+  for title in ranked:
+    resolved = resolve(title)
+    if resolved == gold:
+      break
+    if resolved not in seen:
+      seen.add(resolved)
+      negatives.append(resolved)
+  return negatives
+
+
+def _bytes(values):
+  return tf.train.Feature(bytes_list=tf.train.BytesList(
+      value=[v.encode("utf-8") for v in values]))
+
+
+def _int(value):
+  return tf.train.Feature(int64_list=tf.train.Int64List(value=[value]))
+
+
+def _strings(example: tf.train.Example, name: str) -> List[str]:
+  return [v.decode("utf-8") for v in example.features.feature[name].bytes_list.value]
+
+
+def parse_mention(serialized: bytes) -> Dict[str, str]:
+  ex = tf.train.Example.FromString(serialized)
+  out = {n: (_strings(ex, n) or [""])[0]
+         for n in schema.MENTION_FEATURES + (schema.ENTITY_TITLE, schema.MENTION_ID)}
+  return out
+
+
+def parse_entity(serialized: bytes):
+  ex = tf.train.Example.FromString(serialized)
+  return ((_strings(ex, schema.ENTITY_TITLE) or [""])[0],
+          ((_strings(ex, schema.ENTITY_TEXT) or [""])[0],
+           _strings(ex, schema.ENTITY_CATEGORIES)))
+
+
+class MineFn(beam.DoFn):
+  """Batches of mentions -> (negative title, (mention, round)) for each hard negative."""
+
+  def __init__(self, export_dir: str, index_dir: str, index_kind: str, k: int, round_: int,
+               redirects_path: Optional[str]):
+    super().__init__()
+    self._export_dir, self._index_dir, self._index_kind = export_dir, index_dir, index_kind
+    self._k, self._round, self._redirects_path = k, round_, redirects_path
+    self._mined = Metrics.counter(_NAMESPACE, "mentions_mined")
+    self._top1 = Metrics.counter(_NAMESPACE, "gold_ranked_first")
+    self._absent = Metrics.counter(_NAMESPACE, "gold_not_in_top_k")
+    self._pairs = Metrics.counter(_NAMESPACE, "negative_pairs_found")
+
+  def setup(self):
+    # Imported here: workers import the package when they start, not when the graph is built.
+    from export import build_index  # pylint: disable=g-import-not-at-top
+    from export import index as index_lib  # pylint: disable=g-import-not-at-top
+    from export import savedmodel  # pylint: disable=g-import-not-at-top
+    manifest = savedmodel.read_manifest(self._export_dir)
+    self._encoder = savedmodel.load_encoder(
+        os.path.join(self._export_dir, savedmodel.MENTION_ENCODER_DIR))
+    self._index = index_lib.EntityIndex.load(
+        os.path.join(self._index_dir, self._index_kind),
+        expected_model_fingerprint=manifest["model_fingerprint"],
+        expected_dim=manifest["encoding_dim"])
+    self._titles = build_index.read_titles(
+        os.path.join(self._index_dir, index_lib.TITLES_FILENAME))
+    self._redirects = {}
+    if self._redirects_path and os.path.exists(self._redirects_path):
+      with open(self._redirects_path, encoding="utf-8") as f:
+        for line in f:
+          parts = line.rstrip("\n").split("\t")
+          if len(parts) == 2:
+            self._redirects[parts[0]] = parts[1]
+
+  def process(self, batch):
+    encodings = self._encoder({n: [m[n] for m in batch] for n in schema.MENTION_FEATURES})
+    ids, _ = self._index.search(encodings, self._k)
+    for mention, row in zip(batch, ids):
+      ranked = [self._titles[i] for i in row]
+      gold = mention[schema.ENTITY_TITLE]
+      self._mined.inc()
+      if ranked and ranked[0] == gold:
+        self._top1.inc()
+      elif gold not in ranked:
+        self._absent.inc()
+      for title in select_hard_negatives(ranked, gold, self._redirects):
+        self._pairs.inc()
+        yield title, (mention, self._round)
+
+
+def pair_example(mention: Dict[str, str], title: str, text: str, categories: List[str],
+                 round_: int) -> tf.train.Example:
+  feats = {n: _bytes([mention[n]]) for n in schema.MENTION_FEATURES}
+  feats.update({
+      schema.ENTITY_TITLE: _bytes([title]), schema.ENTITY_TEXT: _bytes([text]),
+      schema.ENTITY_CATEGORIES: _bytes(categories),
+      schema.GOLD_ENTITY: _bytes([mention[schema.ENTITY_TITLE]]),
+      schema.MENTION_ID: _bytes([mention[schema.MENTION_ID]]),
+      schema.PAIR_LABEL: _int(0), schema.MINING_ROUND: _int(round_)})
+  return tf.train.Example(features=tf.train.Features(feature=feats))
+
+
+def _join(element):
+  title, grouped = element
+  entities = list(grouped["entity"])
+  if not entities:
+    Metrics.counter(_NAMESPACE, "negatives_dropped_entity_not_in_kb").inc(
+        len(list(grouped["negative"])))
+    return
+  text, categories = entities[0]
+  for mention, round_ in grouped["negative"]:
+    ex = pair_example(mention, title, text, categories, round_)
+    yield f"{mention[schema.MENTION_ID]}\t{title}", (round_, ex.SerializeToString())
+
+
+def _previous_key(serialized: bytes):
+  ex = tf.train.Example.FromString(serialized)
+  key = f"{_strings(ex, schema.MENTION_ID)[0]}\t{_strings(ex, schema.ENTITY_TITLE)[0]}"
+  round_ = ex.features.feature[schema.MINING_ROUND].int64_list.value[0]
+  return key, (round_, serialized)
+
+
+def _earliest(element):
+  key, versions = element
+  versions = sorted(versions)
+  if len(versions) > 1:
+    Metrics.counter(_NAMESPACE, "pairs_already_mined").inc()
+  return key, versions[0][1]
+
+
+def build_pipeline(pipeline, export_dir: str, index_dir: str, extract_dir: str, staging: str,
+                   round_: int, previous_dir: Optional[str] = None,
+                   index_kind: str = "brute_force", k: int = DEFAULT_K, batch_size: int = 512):
+  """Composes the mining pipeline; writes pair shards with prefix `staging/hard_negatives`."""
+  from dense_entity import data  # pylint: disable=g-import-not-at-top
+  mention_files = data.record_files(extract_dir, schema.TRAIN_MENTIONS_PREFIX)
+  entity_files = data.record_files(extract_dir, schema.ENTITIES_PREFIX)
+  mentions = (pipeline
+              | "MentionFiles" >> beam.Create(mention_files)
+              | "ReadMentions" >> beam.io.ReadAllFromTFRecord()
+              | "ParseMentions" >> beam.Map(parse_mention)
+              | "Batch" >> beam.BatchElements(min_batch_size=batch_size,
+                                              max_batch_size=batch_size))
+  negatives = mentions | "Mine" >> beam.ParDo(MineFn(
+      export_dir, index_dir, index_kind, k, round_,
+      os.path.join(extract_dir, schema.REDIRECTS_FILE)))
+  entities = (pipeline
+              | "EntityFiles" >> beam.Create(entity_files)
+              | "ReadEntities" >> beam.io.ReadAllFromTFRecord()
+              | "ParseEntities" >> beam.Map(parse_entity))
+  new_pairs = ({"negative": negatives, "entity": entities}
+               | "JoinEntities" >> beam.CoGroupByKey()
+               | "PairExamples" >> beam.FlatMap(_join))
+  sources = [new_pairs]
+  if previous_dir:
+    previous_files = sorted(tf.io.gfile.glob(
+        os.path.join(previous_dir, schema.NEGATIVES_PREFIX + "-*")))
+    if previous_files:
+      sources.append(pipeline
+                     | "PreviousFiles" >> beam.Create(previous_files)
+                     | "ReadPrevious" >> beam.io.ReadAllFromTFRecord()
+                     | "KeyPrevious" >> beam.Map(_previous_key))
+  records = (sources | "AllRounds" >> beam.Flatten()
+             | "GroupPairs" >> beam.GroupByKey()
+             | "Deduplicate" >> beam.Map(_earliest))
+  records | "Write" >> extract_wikipedia.WriteShardedTFRecords(
+      os.path.join(staging, schema.NEGATIVES_PREFIX))
+
+
+def run(export_dir: str, index_dir: str, extract_dir: str, output_dir: str, round_: int,
+        previous_dir: Optional[str] = None, index_kind: str = "brute_force",
+        k: int = DEFAULT_K, pipeline_options=None) -> Dict[str, int]:
+  """Runs one mining round; publishes `output_dir` atomically (MANIFEST.json last).
+
+  Returns:
+    The counters: mentions_mined, gold_ranked_first, gold_not_in_top_k, negative_pairs_found,
+    pairs (all rounds, deduplicated), ...
+  """
+  output_dir = os.path.abspath(output_dir)
+  parent = os.path.dirname(output_dir)
+  os.makedirs(parent, exist_ok=True)
+  staging = os.path.join(parent, f".staging-{os.path.basename(output_dir)}-{uuid.uuid4().hex[:8]}")
+  os.makedirs(staging)
+  try:
+    options = pipeline_options or extract_wikipedia.default_pipeline_options([])
+    pipeline = beam.Pipeline(options=options)
+    build_pipeline(pipeline, export_dir, index_dir, extract_dir, staging, round_, previous_dir,
+                   index_kind, k)
+    result = pipeline.run()
+    result.wait_until_finish()
+    stats = {c.key.metric.name: int(c.committed if c.committed is not None else c.attempted)
+             for c in result.metrics().query(MetricsFilter().with_namespace(_NAMESPACE))[
+                 "counters"]}
+    pairs = 0
+    for path in tf.io.gfile.glob(os.path.join(staging, schema.NEGATIVES_PREFIX + "-*")):
+      pairs += sum(1 for _ in tf.data.TFRecordDataset(path))
+    stats["pairs"] = pairs
+    stats["round"] = round_
+    with open(os.path.join(staging, "stats.json"), "w") as f:
+      json.dump(stats, f, indent=2, sort_keys=True)
+    with open(os.path.join(staging, schema.MANIFEST_FILE), "w") as f:
+      json.dump({"round": round_, "pairs": pairs, "export_dir": os.path.abspath(export_dir),
+                 "previous_dir": previous_dir, "k": k}, f, indent=2, sort_keys=True)
+    if os.path.exists(output_dir):
+      shutil.rmtree(output_dir)
+    os.rename(staging, output_dir)
+  except BaseException:
+    shutil.rmtree(staging, ignore_errors=True)
+    raise
+  return stats
+
+
+def main(argv):
+  from absl import flags  # pylint: disable=g-import-not-at-top
+  f = flags.FLAGS
+  stats = run(f.export_dir, f.index_dir, f.extract_dir, f.output_dir, f.round, f.previous_dir,
+              f.index_kind, f.k, extract_wikipedia.default_pipeline_options(argv[1:]))
+  print(json.dumps(stats, indent=2, sort_keys=True))
+
+
+if __name__ == "__main__":
+  from absl import app  # pylint: disable=g-import-not-at-top
+  from absl import flags  # pylint: disable=g-import-not-at-top
+  flags.DEFINE_string("export_dir", None, "Exported encoders of the current model.")
+  flags.DEFINE_string("index_dir", None, "Index directory built from that export.")
+  flags.DEFINE_string("extract_dir", None, "Finished extraction (training mentions, entities).")
+  flags.DEFINE_string("output_dir", None, "This round's output directory.")
+  flags.DEFINE_integer("round", 1, "Mining round number (1 for the first mining round).")
+  flags.DEFINE_string("previous_dir", None, "The previous round's output, appended to.")
+  flags.DEFINE_string("index_kind", "brute_force", "Index kind used for the search.")
+  flags.DEFINE_integer("k", DEFAULT_K, "Nearest entities searched per mention.")
+  flags.mark_flags_as_required(["export_dir", "index_dir", "extract_dir", "output_dir"])
+  app.run(main, flags_parser=lambda argv: flags.FLAGS(argv, known_only=True) and argv)

@@ -1,0 +1,111 @@
+"""Hard negative mining: the selection rule, and a mining round over a tiny workspace."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from beam_pipelines import mine_hard_negatives as mining
+from dense_entity import config
+from dense_entity import models
+from dense_entity import schema
+from dense_entity import trainer as trainer_lib
+from export import encode_entities
+from export import savedmodel
+from tests import testutil
+
+TOP10 = [f"E{i}" for i in range(10)]
+
+
+def test_gold_ranked_first_gives_no_negatives():
+  assert mining.select_hard_negatives(TOP10, "E0") == []
+
+
+def test_gold_at_rank_4_gives_the_3_above_it():
+  assert mining.select_hard_negatives(TOP10, "E3") == ["E0", "E1", "E2"]
+
+
+def test_gold_absent_from_top_10_gives_all_10():
+  assert mining.select_hard_negatives(TOP10, "Gold") == TOP10
+
+
+def test_redirect_to_gold_is_never_a_negative():
+  # 'Ore Stream' redirects to the gold 'Ore River': it is the gold entity, not a negative.
+  ranked = ["Ore Stream", "Port Alder", "Ore River"]
+  redirects = {"Ore Stream": "Ore River"}
+  assert mining.select_hard_negatives(ranked, "Ore River", redirects) == []
+  assert mining.select_hard_negatives(["Port Alder", "Ore Stream"], "Ore River",
+                                      redirects) == ["Port Alder"]
+
+
+@pytest.fixture(scope="module")
+def tiny_workspace(tmp_path_factory):
+  root = tmp_path_factory.mktemp("ws")
+  extract = str(root / "extract")
+  testutil.write_tiny_extraction(extract)
+  tf.keras.utils.set_random_seed(5)
+  model = models.DualEncoder(config.get_preset("tiny").model)
+  savedmodel.export_encoders(model, str(root / "export"))
+  encode_entities.encode_and_index(str(root / "export"), extract, str(root / "index"))
+  return root
+
+
+def _pairs(directory):
+  files = tf.io.gfile.glob(os.path.join(directory, schema.NEGATIVES_PREFIX + "-*"))
+  out = []
+  for record in tf.data.TFRecordDataset(files):
+    ex = tf.train.Example.FromString(record.numpy())
+    f = ex.features.feature
+    out.append((f[schema.MENTION_ID].bytes_list.value[0].decode(),
+                f[schema.ENTITY_TITLE].bytes_list.value[0].decode(),
+                f[schema.GOLD_ENTITY].bytes_list.value[0].decode(),
+                f[schema.MINING_ROUND].int64_list.value[0],
+                f[schema.PAIR_LABEL].int64_list.value[0]))
+  return out
+
+
+def test_mining_rounds_append_and_deduplicate(tiny_workspace):
+  root = tiny_workspace
+  args = (str(root / "export"), str(root / "index"), str(root / "extract"))
+  stats1 = mining.run(*args, str(root / "neg" / "round_1"), 1)
+  pairs1 = _pairs(str(root / "neg" / "round_1"))
+  # A random model ranks most golds below others: every train mention is mined.
+  assert stats1["mentions_mined"] == len(testutil.MENTIONS) * 4
+  assert stats1["pairs"] == len(pairs1) > 0
+  assert len(set((m, e) for m, e, *_ in pairs1)) == len(pairs1)
+  for mention_id, entity, gold, round_, label in pairs1:
+    assert entity != gold and round_ == 1 and label == 0
+  with open(root / "neg" / "round_1" / schema.MANIFEST_FILE) as f:
+    assert json.load(f)["pairs"] == len(pairs1)
+  # Round 2 with the same model finds the same pairs: they are kept once, from round 1.
+  stats2 = mining.run(*args, str(root / "neg" / "round_2"), 2,
+                      previous_dir=str(root / "neg" / "round_1"))
+  pairs2 = _pairs(str(root / "neg" / "round_2"))
+  assert sorted(pairs2) == sorted(pairs1)
+  assert stats2["pairs_already_mined"] == len(pairs1)
+
+
+def test_training_with_hard_negatives_uses_the_logistic_task(tiny_workspace, tmp_path):
+  root = tiny_workspace
+  out = str(root / "neg" / "round_1")
+  if not os.path.exists(out):
+    mining.run(str(root / "export"), str(root / "index"), str(root / "extract"), out, 1)
+  cfg = config.get_preset("tiny")
+  cfg.train.train_steps = 5
+  cfg.train.eval_every = 5
+  t = trainer_lib.Trainer(cfg, str(root / "extract"), str(tmp_path / "model"))
+  t.train()
+  a_h, b_h = float(t.model.hard_negative_scale.numpy()), float(t.model.hard_negative_bias.numpy())
+  t.set_hard_negatives(tf.io.gfile.glob(os.path.join(out, "hard_negatives-*")), 1)
+  t.cfg.train.train_steps = 10
+  metrics = t.train()
+  assert np.isfinite(metrics["loss"]) and metrics["mining_round"] == 1
+  assert 0.0 <= metrics["heldout_in_batch_auc"] <= 1.0
+  # a_h and b_h only get gradients from the logistic task.
+  assert float(t.model.hard_negative_scale.numpy()) != a_h
+  assert float(t.model.hard_negative_bias.numpy()) != b_h
+  # The mining round is part of the checkpoint.
+  t2 = trainer_lib.Trainer(cfg, str(root / "extract"), str(tmp_path / "model"))
+  assert int(t2.mining_round.numpy()) == 1
