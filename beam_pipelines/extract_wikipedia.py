@@ -8,7 +8,13 @@ linked title; the alias table (AT-Prior, P(e|m)) counts anchors of the training 
 Usage (DirectRunner by default; any runner by standard Beam pipeline flags):
 
   python -m beam_pipelines.extract_wikipedia --input=GLOB[,GLOB...] --output_dir=DIR \
-      [--descriptions=JSONL] [--heldout_fraction=0.001] [--num_shards=N] [beam flags...]
+      [--descriptions=JSONL] [--heldout_fraction=0.001] [--num_shards=N] \
+      [--multistream_index=GLOB] [--multistream_range_mb=32] [beam flags...]
+
+Multistream dumps (*-pages-articles-multistream.xml.bz2) with their index (--multistream_index,
+or *-multistream-index.txt.bz2 found beside the dump) are split at bz2 stream offsets into byte
+ranges that many workers read in parallel; other files are read whole by one worker each. The
+outputs are the same either way.
 
 Outputs in DIR (names from dense_entity/schema.py; TFRecord of tf.train.Example, uncompressed,
 'PREFIX-SSSSS-of-NNNNN.tfrecord'): entities, mentions_train, mentions_heldout, alias_counts.tsv,
@@ -45,6 +51,9 @@ DEFAULT_HELDOUT_FRACTION = 0.001
 RECORDS_PER_SHARD = 200_000
 # Pages larger than this (bytes of wikitext) are reported and skipped.
 MAX_PAGE_CHARS = 20_000_000
+# Multistream dumps with an index are read in byte ranges of about this many compressed bytes
+# (whole bz2 streams of ~100 pages each), one range per work item.
+DEFAULT_RANGE_BYTES = 32 << 20
 
 SOURCE_PAGE_KIND = "page"
 SOURCE_LINK_TARGET = "link_target"
@@ -126,14 +135,119 @@ def mention_example(mention: MentionTuple, entity: Entity) -> tf.train.Example:
 # ---------------------------------------------------------------------------------------------
 
 
-class ReadPagesFn(beam.DoFn):
-  """File path -> wikitext.Page for every page of a MediaWiki dump (plain or bz2).
+# A unit of reading work: (path, start, end): the bz2 streams in compressed bytes
+# [start, end) of a multistream dump, or (path, None, None) for the whole file.
+ReadItem = Tuple[str, Optional[int], Optional[int]]
 
-  A page or file tail that cannot be read is logged with file, offset and page id, counted
-  ('pages_unreadable') and skipped; the other pages still come through.
+
+def find_multistream_index(path: str) -> Optional[str]:
+  """The multistream index lying beside dump `path` under its Wikimedia name, or None.
+
+  'X-multistream.xml.bz2' -> 'X-multistream-index.txt.bz2' (or '.txt'); split dumps
+  'X-multistream3.xml-pApB.bz2' -> 'X-multistream-index3.txt-pApB.bz2'. Any file system.
+  """
+  directory, name = path.rsplit("/", 1) if "/" in path else ("", path)
+  for index_name in wikitext.multistream_index_names(name):
+    candidate = f"{directory}/{index_name}" if directory else index_name
+    if FileSystems.exists(candidate):
+      return candidate
+  return None
+
+
+def pair_multistream_indexes(dump_paths: Sequence[str],
+                             index_paths: Sequence[str]) -> Dict[str, str]:
+  """Pairs dump files with the multistream index files given by --multistream_index.
+
+  An index belongs to the dump whose Wikimedia index name it has (find_multistream_index);
+  a single index given with a single dump belongs to it whatever the names.
+
+  Args:
+    dump_paths: matched dump file paths.
+    index_paths: matched index file paths.
+
+  Returns:
+    {dump path: index path}.
+
+  Raises:
+    ValueError: naming the index files that belong to no dump (no silent full-file reads).
+  """
+  by_name = {}
+  for index_path in index_paths:
+    by_name.setdefault(os.path.basename(index_path), index_path)
+  pairs = {}
+  for dump_path in dump_paths:
+    for name in wikitext.multistream_index_names(os.path.basename(dump_path)):
+      if name in by_name:
+        pairs[dump_path] = by_name[name]
+        break
+  unpaired = sorted(set(index_paths) - set(pairs.values()))
+  if unpaired and len(dump_paths) == 1 and len(index_paths) == 1:
+    return {dump_paths[0]: index_paths[0]}
+  if unpaired:
+    raise ValueError(f"multistream index file(s) {unpaired} belong to no input dump; expected "
+                     "names like X-multistream-index.txt.bz2 beside X-multistream.xml.bz2")
+  return pairs
+
+
+class PlanReadsFn(beam.DoFn):
+  """Matched dump file -> ReadItems: byte ranges of whole bz2 streams, or the whole file.
+
+  A multistream dump with an index (given in `index_paths`, or, when `detect_index`, found
+  beside it by name) is split into ranges of about `range_bytes` compressed bytes at stream
+  offsets of its index (wikitext.plan_stream_ranges), so many workers read one file. Any
+  other file is one item. An index that cannot be used (malformed line, offsets outside the
+  file) is logged and counted ('multistream_index_invalid') and the file is read whole, which
+  gives the same pages.
   """
 
-  def process(self, path: str) -> Iterator[wikitext.Page]:
+  def __init__(self, index_paths: Optional[Dict[str, str]] = None, detect_index: bool = True,
+               range_bytes: int = DEFAULT_RANGE_BYTES):
+    super().__init__()
+    self._index_paths = dict(index_paths or {})
+    self._detect_index = detect_index
+    self._range_bytes = range_bytes
+
+  def process(self, metadata) -> Iterator[ReadItem]:
+    path = metadata.path
+    index = self._index_paths.get(path)
+    if index is None and self._detect_index:
+      index = find_multistream_index(path)
+    if index is None:
+      yield path, None, None
+      return
+    try:
+      with FileSystems.open(index, compression_type="uncompressed") as f:
+        offsets = wikitext.read_multistream_index(f, source_name=index)
+      ranges = wikitext.plan_stream_ranges(offsets, metadata.size_in_bytes, self._range_bytes)
+    except (wikitext.DumpError, ValueError, OSError, EOFError) as e:
+      logging.error("Multistream index %s of %s not usable (%s); reading the file whole.",
+                    index, path, e)
+      _count("multistream_index_invalid")
+      yield path, None, None
+      return
+    logging.info("Reading %s in %d ranges of bz2 streams (index %s).", path, len(ranges), index)
+    _count("multistream_files")
+    _count("multistream_ranges", len(ranges))
+    for start, end in ranges:
+      yield path, start, end
+
+
+class ReadPagesFn(beam.DoFn):
+  """ReadItem (or a plain file path) -> wikitext.Page for every page in it.
+
+  Reads a MediaWiki dump (plain or bz2) whole, or, for a (path, start, end) item, only the bz2
+  streams in compressed bytes [start, end) of a multistream dump (one seek; memory bounded by
+  a page, not the file or range). A page, range or file tail that cannot be read is logged with
+  file, offset and page id, counted ('pages_unreadable') and skipped; the other pages still
+  come through. 'files_read' counts whole files and first ranges (start 0).
+  """
+
+  def process(self, item) -> Iterator[wikitext.Page]:
+    if isinstance(item, str):
+      path, start, end = item, None, None
+    else:
+      path, start, end = item
+    byte_range = None if start is None else (start, end)
     errors = []
 
     def on_error(error: wikitext.DumpError) -> None:
@@ -142,12 +256,16 @@ class ReadPagesFn(beam.DoFn):
       _count("pages_unreadable")
 
     with FileSystems.open(path, compression_type="uncompressed") as f:
-      for page in wikitext.iter_pages(f, on_error=on_error, source_name=path):
+      for page in wikitext.iter_pages(f, on_error=on_error, source_name=path,
+                                      byte_range=byte_range):
         _count("pages_read")
         yield page
-    _count("files_read")
+    if byte_range is None or start == 0:
+      _count("files_read")
+    if byte_range is not None:
+      _count("multistream_ranges_read")
     if errors:
-      _count("files_with_errors")
+      _count("files_with_errors" if byte_range is None else "multistream_ranges_with_errors")
 
 
 def page_key(page: wikitext.Page) -> Tuple[int, str]:
@@ -412,7 +530,8 @@ class WriteShardedTFRecords(beam.PTransform):
 
 
 class ExtractWikipedia(beam.PTransform):
-  """Dump file paths -> entities, mentions (train/held-out), alias counts and redirects.
+  """Dump file paths (or ReadItems) -> entities, mentions (train/held-out), alias counts and
+  redirects.
 
   Returns a dict of PCollections: 'entities' (Entity), 'mentions_train' and
   'mentions_heldout' ((MentionTuple, Entity)), 'alias_counts' ((alias key, entity, count),
@@ -430,6 +549,7 @@ class ExtractWikipedia(beam.PTransform):
   def expand(self, inputs):
     paths, descriptions = inputs
     pages = (paths
+             # One element per file or per multistream range: workers read them in parallel.
              | "SpreadFiles" >> beam.Reshuffle()
              | "ReadPages" >> beam.ParDo(ReadPagesFn())
              # Grouping by title both removes pages repeated across inputs and reshuffles the
@@ -490,7 +610,10 @@ def output_prefixes() -> Tuple[str, ...]:
 def build_pipeline(pipeline: beam.Pipeline, input_patterns: Sequence[str], output_dir: str,
                    heldout_fraction: float = DEFAULT_HELDOUT_FRACTION,
                    descriptions: Optional[str] = None, num_shards: Optional[int] = None,
-                   max_page_chars: int = MAX_PAGE_CHARS) -> Dict[str, beam.PCollection]:
+                   max_page_chars: int = MAX_PAGE_CHARS,
+                   multistream_index: Optional[str] = None,
+                   detect_multistream_index: bool = True,
+                   range_bytes: int = DEFAULT_RANGE_BYTES) -> Dict[str, beam.PCollection]:
   """Adds the extraction to `pipeline`, writing its files into `output_dir` (no manifest).
 
   `run` passes a staging directory here and moves the files into place afterwards; tests pass
@@ -504,14 +627,30 @@ def build_pipeline(pipeline: beam.Pipeline, input_patterns: Sequence[str], outpu
     descriptions: optional JSONL file of {"title", "text"} entity descriptions.
     num_shards: shards per TFRecord output; None sizes them by record count.
     max_page_chars: longer pages are reported and skipped.
+    multistream_index: optional file pattern of multistream index files
+      ('offset:page_id:title' lines, plain or bz2), paired with the dumps by name (or one index
+      with one dump); matched when the pipeline is built.
+    detect_multistream_index: look for 'X-multistream-index.txt.bz2' beside each
+      'X-multistream.xml.bz2' input without an index given.
+    range_bytes: a multistream dump with an index is read in ranges of about this many
+      compressed bytes (whole bz2 streams), distributed over the workers.
 
   Returns:
     The ExtractWikipedia PCollections, plus 'written' (path, record count) of every shard.
+
+  Raises:
+    FileNotFoundError: `multistream_index` matches no file.
+    ValueError: an index file belongs to no input dump.
   """
+  index_paths = {}
+  if multistream_index:
+    index_paths = pair_multistream_indexes(_expand_patterns(list(input_patterns)),
+                                           _expand_patterns([multistream_index]))
   paths = (pipeline
            | "InputPatterns" >> beam.Create(list(input_patterns))
            | "MatchFiles" >> fileio.MatchAll()
-           | "Paths" >> beam.Map(lambda metadata: metadata.path))
+           | "PlanReads" >> beam.ParDo(PlanReadsFn(index_paths, detect_multistream_index,
+                                                   range_bytes)))
   if descriptions:
     description_pairs = (pipeline
                          | "ReadDescriptions" >> beam.io.ReadFromText(descriptions)
@@ -604,7 +743,9 @@ def default_pipeline_options(argv: Optional[Sequence[str]] = None) -> PipelineOp
 def run(input_patterns: Sequence[str], output_dir: str,
         heldout_fraction: float = DEFAULT_HELDOUT_FRACTION, descriptions: Optional[str] = None,
         pipeline_options: Optional[PipelineOptions] = None, num_shards: Optional[int] = None,
-        max_page_chars: int = MAX_PAGE_CHARS) -> Dict[str, Any]:
+        max_page_chars: int = MAX_PAGE_CHARS, multistream_index: Optional[str] = None,
+        detect_multistream_index: bool = True,
+        range_bytes: int = DEFAULT_RANGE_BYTES) -> Dict[str, Any]:
   """Runs the extraction and publishes its outputs atomically in `output_dir`.
 
   Files are written to `output_dir/.staging-<id>/`; after the pipeline succeeded, the previous
@@ -619,12 +760,17 @@ def run(input_patterns: Sequence[str], output_dir: str,
     pipeline_options: Beam options; default DirectRunner, in-memory, one worker.
     num_shards: shards per TFRecord output (None: by record count).
     max_page_chars: longer pages are reported and skipped.
+    multistream_index: optional file pattern of multistream index files (see build_pipeline).
+    detect_multistream_index: use an index found beside a multistream dump by name.
+    range_bytes: compressed bytes per read range of an indexed multistream dump.
 
   Returns:
     The stats dict written to stats.json: counter name -> value.
 
   Raises:
-    FileNotFoundError: an input pattern (or the descriptions file) matches no file.
+    FileNotFoundError: an input pattern (the descriptions file, the multistream index)
+      matches no file.
+    ValueError: a multistream index file belongs to no input dump.
     RuntimeError: the pipeline did not finish successfully.
   """
   manifest_path = FileSystems.join(output_dir, schema.MANIFEST_FILE)
@@ -644,7 +790,9 @@ def run(input_patterns: Sequence[str], output_dir: str,
     pipeline = beam.Pipeline(options=pipeline_options)
     build_pipeline(pipeline, list(input_patterns), staging, heldout_fraction=heldout_fraction,
                    descriptions=descriptions, num_shards=num_shards,
-                   max_page_chars=max_page_chars)
+                   max_page_chars=max_page_chars, multistream_index=multistream_index,
+                   detect_multistream_index=detect_multistream_index,
+                   range_bytes=range_bytes)
     result = pipeline.run()
     state = result.wait_until_finish()
     if state != beam.runners.runner.PipelineState.DONE:
@@ -676,6 +824,7 @@ def run(input_patterns: Sequence[str], output_dir: str,
         "inputs": input_files,
         "input_patterns": list(input_patterns),
         "descriptions": descriptions,
+        "multistream_index": multistream_index,
         "started": started.isoformat(),
         "finished": datetime.datetime.now(datetime.timezone.utc).isoformat(),
         "pages_skipped": stats.get("pages_unreadable", 0) + stats.get("pages_failed", 0),
@@ -700,7 +849,10 @@ def main(argv: Sequence[str]) -> None:
                 heldout_fraction=flag_values.heldout_fraction,
                 descriptions=flag_values.descriptions,
                 pipeline_options=default_pipeline_options(argv[1:]),
-                num_shards=flag_values.num_shards)
+                num_shards=flag_values.num_shards,
+                multistream_index=flag_values.multistream_index,
+                detect_multistream_index=flag_values.detect_multistream_index,
+                range_bytes=int(flag_values.multistream_range_mb * (1 << 20)))
   except (FileNotFoundError, ValueError) as e:
     print(f"error: {e}", file=sys.stderr)
     sys.exit(2)
@@ -732,6 +884,13 @@ def _define_flags() -> None:
                      "Fraction of source pages whose mentions are held out.")
   flags.DEFINE_integer("num_shards", None, "Shards per TFRecord output (default: about "
                        f"{RECORDS_PER_SHARD} records per shard).")
+  flags.DEFINE_string("multistream_index", None, "File pattern of the multistream index "
+                      "file(s) (*-multistream-index.txt.bz2) of the input dumps: the dumps are "
+                      "then read in ranges of bz2 streams, in parallel.")
+  flags.DEFINE_boolean("detect_multistream_index", True, "Use X-multistream-index.txt.bz2 "
+                       "found beside an input X-multistream.xml.bz2 without --multistream_index.")
+  flags.DEFINE_float("multistream_range_mb", DEFAULT_RANGE_BYTES / (1 << 20),
+                     "Compressed MiB of bz2 streams per read work item of an indexed dump.")
   flags.mark_flags_as_required(["input", "output_dir"])
 
 

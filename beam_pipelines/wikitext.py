@@ -60,12 +60,13 @@ class DumpError(ValueError):
 
 
 class _PrefixedReader(io.RawIOBase):
-  """A readable stream: `prefix` bytes, then the rest of `fileobj`."""
+  """A readable stream: `prefix` bytes, then the rest of `fileobj` (closed with it if owned)."""
 
-  def __init__(self, prefix: bytes, fileobj: BinaryIO):
+  def __init__(self, prefix: bytes, fileobj: BinaryIO, owns_fileobj: bool = False):
     super().__init__()
     self._prefix = prefix
     self._fileobj = fileobj
+    self._owns_fileobj = owns_fileobj
 
   def readable(self) -> bool:
     return True
@@ -80,28 +81,100 @@ class _PrefixedReader(io.RawIOBase):
     buffer[:len(data)] = data
     return len(data)
 
+  def close(self) -> None:
+    if not self.closed and self._owns_fileobj:
+      self._fileobj.close()
+    super().close()
 
-def open_dump(source: Union[str, os.PathLike, BinaryIO]) -> BinaryIO:
-  """Opens a dump as a stream of decompressed XML bytes.
+
+class _RangeReader(io.RawIOBase):
+  """A readable stream of the bytes [start, end) of a seekable binary file object."""
+
+  def __init__(self, fileobj: BinaryIO, start: int, end: int, owns_fileobj: bool = False):
+    super().__init__()
+    self._fileobj = fileobj
+    self._owns_fileobj = owns_fileobj
+    self._left = end - start
+    fileobj.seek(start)
+
+  def readable(self) -> bool:
+    return True
+
+  def readinto(self, buffer) -> int:
+    n = min(len(buffer), self._left)
+    if n <= 0:
+      return 0
+    data = self._fileobj.read(n)
+    buffer[:len(data)] = data
+    self._left -= len(data)
+    return len(data)
+
+  def close(self) -> None:
+    if not self.closed and self._owns_fileobj:
+      self._fileobj.close()
+    super().close()
+
+
+class _ClosingBZ2File(bz2.BZ2File):
+  """A BZ2File over a reader built here, closing that reader with it (BZ2File does not)."""
+
+  def __init__(self, raw: BinaryIO):
+    super().__init__(raw, "rb")
+    self._raw = raw
+
+  def close(self) -> None:
+    try:
+      super().close()
+    finally:
+      self._raw.close()
+
+
+def open_dump(source: Union[str, os.PathLike, BinaryIO],
+              byte_range: Optional[Tuple[int, int]] = None) -> BinaryIO:
+  """Opens a dump (or a byte range of a multistream dump) as a stream of decompressed XML bytes.
 
   bzip2 is detected by its magic bytes ('BZh'), so a .bz2 file object from any file system
   works. `bz2.open` reads every stream of a multistream file (several concatenated bz2 streams,
   like *-pages-articles-multistream.xml.bz2), not just the first.
 
   Args:
-    source: a local path, or a binary file object (e.g. from apache_beam FileSystems.open).
+    source: a local path, or a binary file object (e.g. from apache_beam FileSystems.open);
+      seekable when `byte_range` is given.
+    byte_range: (start, end) compressed byte offsets of a multistream file, end exclusive:
+      only these bytes are read (one seek, then sequential reads), and they must hold whole bz2
+      streams (start at a stream offset of the multistream index, end at the next range's
+      start or at the end of the file). None: the whole file.
 
   Returns:
-    A binary file object; the caller closes it.
+    A binary file object; the caller closes it. A file opened here from a path is closed with
+    it; a file object passed in is not.
+
+  Raises:
+    DumpError: `byte_range` is given and its first bytes are not the start of a bz2 stream
+      (an index that does not belong to the file, or a bad offset).
+    ValueError: `byte_range` is empty or starts below 0.
   """
-  if isinstance(source, (str, os.PathLike)):
-    fileobj = open(source, "rb")
-  else:
-    fileobj = source
-  head = fileobj.read(3)
-  raw = io.BufferedReader(_PrefixedReader(head, fileobj), buffer_size=_READ_BLOCK)
+  if byte_range is not None and not 0 <= byte_range[0] < byte_range[1]:
+    raise ValueError(f"bad byte range [{byte_range[0]}, {byte_range[1]})")
+  owns = isinstance(source, (str, os.PathLike))
+  base = open(source, "rb") if owns else source
+  try:
+    fileobj = base
+    if byte_range is not None:
+      fileobj = _RangeReader(base, byte_range[0], byte_range[1], owns_fileobj=owns)
+    head = fileobj.read(3)
+    if byte_range is not None and head != b"BZh":
+      raise DumpError(f"compressed byte offset {byte_range[0]} is not the start of a bz2 "
+                      f"stream (found {head!r}); does the multistream index belong to this "
+                      "file?")
+  except BaseException:
+    if owns:
+      base.close()
+    raise
+  raw = io.BufferedReader(_PrefixedReader(head, fileobj, owns_fileobj=owns),
+                          buffer_size=_READ_BLOCK)
   if head == b"BZh":
-    return bz2.open(raw, "rb")
+    return _ClosingBZ2File(raw)
   return raw
 
 
@@ -143,7 +216,8 @@ def parse_page_xml(chunk: bytes, source: str = "") -> Page:
 
 def iter_pages(source: Union[str, os.PathLike, BinaryIO],
                on_error: Optional[Callable[[DumpError], None]] = None,
-               source_name: Optional[str] = None) -> Iterator[Page]:
+               source_name: Optional[str] = None,
+               byte_range: Optional[Tuple[int, int]] = None) -> Iterator[Page]:
   """Streams the pages of a MediaWiki XML export (plain or bz2, single- or multistream).
 
   The decompressed bytes are split at '<page>' ... '</page>' (inside <text> a literal '<' is
@@ -159,26 +233,40 @@ def iter_pages(source: Union[str, os.PathLike, BinaryIO],
       or file tail that cannot be read; reading continues with the next page where possible.
       When None, the first error is raised.
     source_name: file name used in error messages (default: the path, or '<stream>').
+    byte_range: (start, end) compressed byte offsets of whole bz2 streams of a multistream
+      dump (see open_dump and plan_stream_ranges): only the pages in these streams are read,
+      with the same per-page code. Pages never straddle streams in a multistream dump; the
+      <siteinfo> header (first stream) and the closing tag (last stream) are not needed.
+      Error messages then name the range; their decompressed offsets count from its start.
 
   Yields:
     Page, in file order.
 
   Raises:
-    DumpError: when `on_error` is None and a page or the file cannot be read.
+    DumpError: when `on_error` is None and a page or the file (range) cannot be read.
   """
   if source_name is None:
     source_name = os.fspath(source) if isinstance(source, (str, os.PathLike)) else "<stream>"
+  where = source_name
+  if byte_range is not None:
+    where = f"{source_name} (bz2 streams at compressed bytes [{byte_range[0]}, {byte_range[1]}))"
 
   def report(offset: int, chunk: bytes, reason: str) -> None:
     match = _PAGE_ID.search(chunk[:4096]) if chunk else None
     page_id = match.group(1).decode() if match else "?"
-    error = DumpError(f"{source_name}: page id {page_id} at decompressed byte offset {offset}: "
+    error = DumpError(f"{where}: page id {page_id} at decompressed byte offset {offset}: "
                       f"{reason}")
     if on_error is None:
       raise error
     on_error(error)
 
-  stream = open_dump(source)
+  try:
+    stream = open_dump(source, byte_range)
+  except DumpError as e:
+    if on_error is None:
+      raise DumpError(f"{where}: {e}") from e
+    on_error(DumpError(f"{where}: {e}"))
+    return
   try:
     buf = b""
     consumed = 0  # decompressed offset of buf[0]
@@ -226,6 +314,112 @@ def iter_pages(source: Union[str, os.PathLike, BinaryIO],
   finally:
     if stream is not source:
       stream.close()
+
+
+# --------------------------------------------------------------------------------------------
+# Multistream dumps: index and byte ranges
+# --------------------------------------------------------------------------------------------
+
+# 'enwiki-..-multistream.xml.bz2' -> 'enwiki-..-multistream-index.txt.bz2', and the split form
+# 'enwiki-..-multistream1.xml-p1p41242.bz2' -> 'enwiki-..-multistream-index1.txt-p1p41242.bz2'.
+_MULTISTREAM_NAME = re.compile(r"^(?P<stem>.*multistream)(?P<part>\d*)\.xml(?P<rest>.*)\.bz2$")
+
+
+def multistream_index_names(dump_name: str) -> List[str]:
+  """File names the multistream index of a dump file has in Wikimedia's dump layout.
+
+  Args:
+    dump_name: a dump file's base name, e.g. 'enwiki-20240601-pages-articles-multistream.xml.bz2'
+      or 'enwiki-20240601-pages-articles-multistream3.xml-p151574p311329.bz2'.
+
+  Returns:
+    Candidate index names, bz2 first ('...-multistream-index.txt.bz2', then '...-index.txt');
+    [] when the name is not that of a multistream dump.
+  """
+  match = _MULTISTREAM_NAME.match(dump_name)
+  if not match:
+    return []
+  base = f"{match['stem']}-index{match['part']}.txt{match['rest']}"
+  return [base + ".bz2", base]
+
+
+def read_multistream_index(source: Union[str, os.PathLike, BinaryIO],
+                           source_name: Optional[str] = None) -> List[int]:
+  """Reads the stream offsets of a multistream index ('offset:page_id:title' lines).
+
+  The index (plain or bz2) lists every page with the compressed byte offset of the bz2 stream
+  that holds it (about 100 pages per stream). It is read line by line (memory: the offsets,
+  about 8 bytes per 100 pages, not the file); titles may contain ':'.
+
+  Args:
+    source: a path or a binary file object of the index.
+    source_name: file name used in error messages (default: the path, or '<stream>').
+
+  Returns:
+    The distinct stream offsets, in increasing order (bytes into the dump).
+
+  Raises:
+    DumpError: naming the file and line, for a line that is not 'offset:page_id:title' with
+      integer offset and page id, or an index with no line.
+  """
+  if source_name is None:
+    source_name = os.fspath(source) if isinstance(source, (str, os.PathLike)) else "<stream>"
+  offsets = set()
+  last = None
+  with open_dump(source) as f:
+    for number, line in enumerate(f, 1):
+      if not line.strip():
+        continue
+      parts = line.split(b":", 2)
+      if len(parts) != 3 or not parts[0].strip().isdigit() or not parts[1].strip().isdigit():
+        raise DumpError(f"{source_name}: line {number} is not 'offset:page_id:title': "
+                        f"{line[:200]!r}")
+      offset = int(parts[0])
+      if offset != last:
+        offsets.add(offset)
+        last = offset
+  if not offsets:
+    raise DumpError(f"{source_name}: multistream index without any line")
+  return sorted(offsets)
+
+
+def plan_stream_ranges(offsets: Sequence[int], file_size: int,
+                       range_bytes: int) -> List[Tuple[int, int]]:
+  """Groups the bz2 streams of a multistream dump into byte ranges of about `range_bytes`.
+
+  Stream boundaries are 0 (the <siteinfo> header stream, never in the index), every offset of
+  the index, and the end of the file (the last stream holds '</mediawiki>'). Consecutive
+  streams are grouped until a range reaches `range_bytes`, so every range holds whole streams
+  and the ranges cover the file exactly once, in order.
+
+  Args:
+    offsets: stream offsets from read_multistream_index (bytes, increasing).
+    file_size: size of the compressed dump file in bytes.
+    range_bytes: target compressed size of a range in bytes (a range is at least one stream,
+      so it can be larger).
+
+  Returns:
+    [(start, end), ...] compressed byte ranges, end exclusive, covering [0, file_size).
+
+  Raises:
+    ValueError: an offset outside (0, file_size), offsets not increasing, or range_bytes < 1.
+  """
+  if range_bytes < 1:
+    raise ValueError(f"range_bytes must be positive, got {range_bytes}")
+  previous = 0
+  for offset in offsets:
+    if not previous < offset < file_size:
+      raise ValueError(f"stream offset {offset} is not increasing inside the file of "
+                       f"{file_size} bytes (after offset {previous})")
+    previous = offset
+  boundaries = [0] + list(offsets) + [file_size]
+  ranges = []
+  start = 0
+  for end in boundaries[1:]:
+    if end - start >= range_bytes or end == file_size:
+      ranges.append((start, end))
+      start = end
+  return ranges
 
 
 # --------------------------------------------------------------------------------------------

@@ -164,8 +164,9 @@ def build_parser() -> argparse.ArgumentParser:
   demo.add_argument("--glove", help="GloVe text file initialising unigram embeddings")
   demo.add_argument("--dataset", action="append", default=[],
                     help="extra evaluation set FORMAT:PATH (aida:, jsonl:, nif:, wikinews:)")
-  demo.add_argument("--mining_rounds", type=int, default=2,
-                    help="hard negative mining rounds after round 0")
+  demo.add_argument("--mining_rounds", type=int, default=0,
+                    help="hard negative mining rounds after round 0 (on the small default "
+                    "input they lower recall; see README)")
   demo.add_argument("--steps_per_round", type=int, default=1000,
                     help="training steps after each mining round")
   demo.set_defaults(fn=_demo)

@@ -48,7 +48,7 @@ def run_demo(workspace: str, inputs: Optional[Sequence[str]] = None,
              preset: str = "small", train_steps: Optional[int] = None,
              glove: Optional[str] = None, datasets: Sequence[str] = (),
              index_kinds: Sequence[str] = ("brute_force", "ah", "ah_tree"),
-             mining_rounds: int = 2, steps_per_round: int = 1000) -> dict:
+             mining_rounds: int = 0, steps_per_round: int = 1000) -> dict:
   """Runs extract, train, export, encode + index, evaluate into `workspace`.
 
   Args:

@@ -18,7 +18,8 @@ KORE50 = testutil.shared_data("eval", "kore50", "KORE50_AIDA.tsv")
 def test_demo_on_a_real_dump(tmp_path, capsys):
   ws = str(tmp_path / "ws")
   report = demo.run_demo(ws, [DUMP], heldout_fraction=0.3, preset="tiny", train_steps=30,
-                         datasets=[f"aida:{KORE50}"] if os.path.exists(KORE50) else [])
+                         datasets=[f"aida:{KORE50}"] if os.path.exists(KORE50) else [],
+                         mining_rounds=1, steps_per_round=10)
   printed = capsys.readouterr().out
   assert "DEER" in printed and "AT-Prior" in printed
 
@@ -39,11 +40,17 @@ def test_demo_on_a_real_dump(tmp_path, capsys):
     kore = report["datasets"]["KORE50_AIDA"]
     assert kore["num_nil"] == 4 and kore["num_mentions"] == 144
 
+  # Round 0 and one mining round were evaluated; training went on after mining.
+  assert [r["round"] for r in report["rounds"]] == [0, 1]
+  assert report["rounds"][1]["step"] == 40
+  assert os.path.exists(os.path.join(ws, "negatives", "round_1", "MANIFEST.json"))
+
   reports = os.path.join(ws, "reports")
   with open(os.path.join(reports, evaluate.TABLE_FILE)) as f:
     assert "| DEER |" in f.read()
-  with open(os.path.join(reports, evaluate.CURVE_FILE), "rb") as f:
-    assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+  for png in (evaluate.CURVE_FILE, evaluate.ROUNDS_FILE):
+    with open(os.path.join(reports, png), "rb") as f:
+      assert f.read(8) == b"\x89PNG\r\n\x1a\n"
   with open(os.path.join(reports, evaluate.MISSES_FILE)) as f:
     for line in f:
       miss = json.loads(line)
