@@ -19,10 +19,8 @@ far), stats.json, and MANIFEST.json written last.
 """
 
 import json
-import logging
 import os
 import shutil
-import sys
 import uuid
 from typing import Dict, List, Optional, Sequence
 

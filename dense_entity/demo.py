@@ -14,7 +14,6 @@ The default input is the real Wikipedia sample shipped in gensim's wheel, found 
 
 import glob
 import json
-import logging
 import os
 import time
 from typing import Optional, Sequence

@@ -20,13 +20,11 @@ The top-level "systems" are the held-out Wikipedia mentions (the training split'
 
 import json
 import os
-import sys
 import time
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Sequence
 
 from absl import app
 from absl import flags
-import numpy as np
 
 from dense_entity import baselines
 from dense_entity import data

@@ -11,7 +11,6 @@ Both towers take raw strings and return L2-normalised float32 `[batch, encoding_
 score s(m, e) = cos(phi(m), psi(e)) is a dot product.
 """
 
-import dataclasses
 from typing import Dict, Optional, Sequence
 
 import keras

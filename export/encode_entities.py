@@ -10,12 +10,11 @@ Usage:
 """
 
 import os
-from typing import List, Sequence, Tuple
+from typing import List, Sequence
 
 from absl import app
 from absl import flags
 import numpy as np
-import tensorflow as tf
 
 from dense_entity import data
 from dense_entity import schema

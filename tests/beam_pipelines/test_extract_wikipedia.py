@@ -5,6 +5,7 @@ import json
 import os
 
 import apache_beam as beam
+from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing import test_pipeline
 from apache_beam.testing.util import assert_that, equal_to
@@ -14,6 +15,7 @@ import tensorflow as tf
 from beam_pipelines import extract_wikipedia as extract
 from beam_pipelines import wikitext
 from dense_entity import schema
+from tests.beam_pipelines import multistream_testutil
 
 
 def _page(page_id, title, text, ns=0, redirect=None):
@@ -259,3 +261,79 @@ def test_fingerprint_is_stable():
   assert not extract.is_heldout("Anything", 0.0)
   assert extract.is_heldout("Anything", 1.0)
   assert wikitext.is_main_namespace_title("Harbor Lights: The Return")
+
+
+# --- multistream dumps split by their index ------------------------------------------------
+
+
+def _output_bytes(directory):
+  """Every output file's bytes but MANIFEST.json (times) and stats.json (compared apart)."""
+  return {name: open(os.path.join(directory, name), "rb").read()
+          for name in sorted(os.listdir(directory))
+          if name not in (schema.MANIFEST_FILE, schema.STATS_FILE)}
+
+
+def _without_multistream_counters(stats):
+  return {k: v for k, v in stats.items() if not k.startswith("multistream_")}
+
+
+@pytest.fixture(scope="module")
+def multistream(tmp_path_factory):
+  if not os.path.exists(multistream_testutil.GENSIM_DUMP):
+    pytest.skip("../shared/data/enwiki not available")
+  directory = str(tmp_path_factory.mktemp("multistream"))
+  # The real pages of up to 15 kB (about 30 articles, 100 redirects): a fast pipeline.
+  dump_path, index_path, offsets = multistream_testutil.write_multistream(
+      multistream_testutil.GENSIM_DUMP, directory, pages_per_stream=10, max_page_bytes=15_000)
+  return {"dump": dump_path, "index": index_path, "offsets": offsets}
+
+
+def test_multistream_split_by_index_gives_same_bytes(multistream, tmp_path):
+  common = {"heldout_fraction": 0.2, "num_shards": 2}
+  whole_out = str(tmp_path / "whole")
+  whole = extract.run([multistream["dump"]], whole_out, detect_multistream_index=False,
+                      **common)
+  assert "multistream_ranges" not in whole and whole["files_read"] == 1
+  assert whole["pages_read"] == 130 and whole["links_kept"] > 1000
+  # The index is found beside the dump by name; ranges of ~30 kB hold 2-3 streams each.
+  split_out = str(tmp_path / "split")
+  split = extract.run([multistream["dump"]], split_out, range_bytes=30_000, **common)
+  assert split["multistream_files"] == 1 and split["multistream_ranges"] >= 3
+  assert split["multistream_ranges_read"] == split["multistream_ranges"]
+  # Given by flag, one range per stream, two worker processes.
+  options = PipelineOptions(["--direct_running_mode=multi_processing",
+                             "--direct_num_workers=2"])
+  flag_out = str(tmp_path / "flag")
+  by_flag = extract.run([multistream["dump"]], flag_out, multistream_index=multistream["index"],
+                        detect_multistream_index=False, range_bytes=1,
+                        pipeline_options=options, **common)
+  # One range per stream; the footer stream (not in the index) rides with the last one.
+  assert by_flag["multistream_ranges"] == len(multistream["offsets"]) + 1
+  expected = _output_bytes(whole_out)
+  assert _output_bytes(split_out) == expected
+  assert _output_bytes(flag_out) == expected
+  assert _without_multistream_counters(split) == whole
+  assert _without_multistream_counters(by_flag) == whole
+  with open(os.path.join(flag_out, schema.MANIFEST_FILE), encoding="utf-8") as f:
+    assert json.load(f)["multistream_index"] == multistream["index"]
+
+
+def test_plan_reads_falls_back_on_bad_index_and_pairs_by_name(multistream, tmp_path):
+  metadata = FileSystems.match([multistream["dump"]])[0].metadata_list[0]
+  plan = extract.PlanReadsFn({}, detect_index=True, range_bytes=10**9)
+  assert list(plan.process(metadata)) == [(multistream["dump"], 0, metadata.size_in_bytes)]
+  assert list(extract.PlanReadsFn({}, detect_index=False).process(metadata)) == [
+      (multistream["dump"], None, None)]
+  bad_index = tmp_path / "bad-index.txt"
+  bad_index.write_text(f"{metadata.size_in_bytes + 5}:1:Beyond the end\n")
+  plan = extract.PlanReadsFn({multistream["dump"]: str(bad_index)})
+  assert list(plan.process(metadata)) == [(multistream["dump"], None, None)]
+  dumps = ["/d/enwiki-1-pages-articles-multistream.xml.bz2", "/d/other.xml.bz2"]
+  index = "/i/enwiki-1-pages-articles-multistream-index.txt.bz2"
+  assert extract.pair_multistream_indexes(dumps, [index]) == {dumps[0]: index}
+  assert extract.pair_multistream_indexes(dumps[1:], ["/i/idx.txt"]) == {dumps[1]: "/i/idx.txt"}
+  with pytest.raises(ValueError, match="idx.txt"):
+    extract.pair_multistream_indexes(dumps, ["/i/idx.txt"])
+  with pytest.raises(FileNotFoundError, match="no-index"):
+    extract.run([multistream["dump"]], str(tmp_path / "out"),
+                multistream_index=str(tmp_path / "no-index*"))

@@ -5,7 +5,6 @@ import os
 
 import numpy as np
 import pytest
-import tensorflow as tf
 
 from dense_entity import config
 from dense_entity import trainer as trainer_lib
