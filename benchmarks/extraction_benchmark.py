@@ -1,0 +1,254 @@
+"""Extraction benchmark on real dumps: our wikitext parsing and Beam pipeline vs wikiextractor.
+
+Issue 3, item 5. Every method runs on the same files (default: every ../shared/data/enwiki/*.bz2)
+in the same run, each in its own subprocess so that its peak memory is its own:
+
+- ours, parse: beam_pipelines.wikitext.iter_pages over every file and parse_article on every
+  article (namespace 0, not a redirect): plain text, mentions (links with offsets), categories,
+  first paragraph. The per-page work of the pipeline, without Beam.
+- ours, pipeline: beam_pipelines.extract_wikipedia.run (DirectRunner in_memory with 1 worker,
+  and multi_processing with 2 workers): the whole job (parsing, mention features, redirect
+  resolution, entity join, TFRecord/TSV outputs written atomically).
+- wikiextractor (PyPI `wikiextractor`, the usual dump cleaner) with --links (it keeps links, as
+  we do) and --processes 1 and 2, writing its <doc> files into a temporary directory. It yields
+  plain text with links; no mention offsets, entities, redirects or alias counts.
+
+Reported per method: work seconds (inside the subprocess, imports excluded) and process wall
+seconds, pages/s (pages in the input files, the same for every method), articles out, links
+out (ours: mentions kept; wikiextractor: '<a href' in its output), links/s, the pages/s ratio to
+wikiextractor with 1 and with 2 processes, peak RSS of the largest process (ru_maxrss from
+os.wait4, which covers the subprocess and its reaped children) and the peak of the summed RSS of
+the whole process tree (sampled from /proc every --sample_s seconds; worker pools add up).
+
+Usage (from the repository root):
+  python -m benchmarks.extraction_benchmark [--files=GLOB[,GLOB]] [--methods=...]
+"""
+
+import glob
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Dict, List, Sequence, Tuple
+
+from absl import app
+from absl import flags
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DEFAULT_FILES = os.path.join(REPO_ROOT, "..", "shared", "data", "enwiki", "*.bz2")
+_RESULT_PREFIX = "BENCHMARK_RESULT "
+_PAGE_SIZE = resource.getpagesize()
+
+# name -> (worker kind, argument); the worker runs in a subprocess.
+METHODS = {
+    "ours_parse": ("ours_parse", None),
+    "ours_pipeline_inmem_1w": ("ours_pipeline", "in_memory:1"),
+    "ours_pipeline_mp_2w": ("ours_pipeline", "multi_processing:2"),
+    "wikiextractor_1p": ("wikiextractor", "1"),
+    "wikiextractor_2p": ("wikiextractor", "2"),
+}
+
+
+# ---------------------------------------------------------------------------------------------
+# Workers (run in the subprocess; print one JSON line)
+# ---------------------------------------------------------------------------------------------
+
+
+def _work_ours_parse(files: Sequence[str], _) -> Dict[str, float]:
+  from beam_pipelines import wikitext  # pylint: disable=g-import-not-at-top
+  start = time.perf_counter()
+  pages = articles = links = 0
+  for path in files:
+    for page in wikitext.iter_pages(path, on_error=lambda e: None):
+      pages += 1
+      if page.ns != 0 or wikitext.redirect_target(page) is not None:
+        continue
+      parsed = wikitext.parse_article(page.text, page.title)
+      articles += 1
+      links += len(parsed.links)
+  return {"seconds": time.perf_counter() - start, "pages_read": pages, "articles": articles,
+          "links": links}
+
+
+def _work_ours_pipeline(files: Sequence[str], mode_workers: str) -> Dict[str, float]:
+  # pylint: disable=g-import-not-at-top
+  from apache_beam.options import pipeline_options
+  from beam_pipelines import extract_wikipedia
+  # pylint: enable=g-import-not-at-top
+  mode, workers = mode_workers.split(":")
+  options = pipeline_options.PipelineOptions([f"--direct_running_mode={mode}", f"--direct_num_workers={workers}"])
+  out = tempfile.mkdtemp(prefix="extraction_benchmark_")
+  try:
+    start = time.perf_counter()
+    stats = extract_wikipedia.run(list(files), out, pipeline_options=options)
+    seconds = time.perf_counter() - start
+  finally:
+    shutil.rmtree(out, ignore_errors=True)
+  return {"seconds": seconds, "pages_read": stats.get("pages_read", 0),
+          "articles": stats.get("articles", 0), "links": stats.get("links_kept", 0)}
+
+
+def _work_wikiextractor(files: Sequence[str], processes: str) -> Dict[str, float]:
+  from wikiextractor import WikiExtractor  # pylint: disable=g-import-not-at-top
+  out = tempfile.mkdtemp(prefix="extraction_benchmark_we_")
+  try:
+    start = time.perf_counter()
+    for i, path in enumerate(files):
+      sys.argv = ["WikiExtractor", path, "-o", os.path.join(out, str(i)), "--processes",
+                  processes, "--links", "--quiet"]
+      WikiExtractor.main()
+    seconds = time.perf_counter() - start
+    articles = links = 0
+    for name in glob.glob(os.path.join(out, "**", "wiki_*"), recursive=True):
+      with open(name, "rb") as f:
+        data = f.read()
+      articles += data.count(b"<doc ")
+      links += data.count(b"&lt;a href=") + data.count(b"<a href=")
+  finally:
+    shutil.rmtree(out, ignore_errors=True)
+  return {"seconds": seconds, "pages_read": -1, "articles": articles, "links": links}
+
+
+_WORKERS = {"ours_parse": _work_ours_parse, "ours_pipeline": _work_ours_pipeline,
+            "wikiextractor": _work_wikiextractor}
+
+
+# ---------------------------------------------------------------------------------------------
+# Parent: subprocesses, memory, table
+# ---------------------------------------------------------------------------------------------
+
+
+def _tree_rss_bytes(root: int) -> int:
+  """Summed resident memory (bytes) of process `root` and all its descendants (Linux /proc)."""
+  children: Dict[int, List[int]] = {}
+  for entry in os.listdir("/proc"):
+    if not entry.isdigit():
+      continue
+    try:
+      with open(f"/proc/{entry}/stat", "rb") as f:
+        stat = f.read()
+    except OSError:
+      continue
+    ppid = int(stat[stat.rindex(b")") + 2:].split()[1])
+    children.setdefault(ppid, []).append(int(entry))
+  total, todo = 0, [root]
+  while todo:
+    pid = todo.pop()
+    todo.extend(children.get(pid, []))
+    try:
+      with open(f"/proc/{pid}/statm", "rb") as f:
+        total += int(f.read().split()[1]) * _PAGE_SIZE
+    except OSError:
+      pass
+  return total
+
+
+def run_method(name: str, files: Sequence[str], sample_s: float) -> Dict[str, float]:
+  """Runs one method in a subprocess; returns its figures plus wall and memory.
+
+  Returns:
+    {'seconds' (work, s), 'wall_s' (process, s), 'pages_read', 'articles', 'links',
+    'max_rss_mib' (largest process, MiB), 'tree_rss_mib' (sampled peak of the sum, MiB)}.
+
+  Raises:
+    RuntimeError: the subprocess failed (its output tail in the message).
+  """
+  kind, argument = METHODS[name]
+  command = [sys.executable, "-m", "benchmarks.extraction_benchmark", f"--worker={kind}",
+             f"--worker_arg={argument or ''}", f"--files={','.join(files)}"]
+  with tempfile.TemporaryFile() as log:
+    started = time.perf_counter()
+    process = subprocess.Popen(command, cwd=REPO_ROOT, stdout=log, stderr=subprocess.STDOUT)
+    tree_peak = 0
+    while True:
+      pid, status, usage = os.wait4(process.pid, os.WNOHANG)
+      if pid:
+        break
+      tree_peak = max(tree_peak, _tree_rss_bytes(process.pid))
+      time.sleep(sample_s)
+    wall = time.perf_counter() - started
+    process.returncode = os.waitstatus_to_exitcode(status)
+    log.seek(0)
+    output = log.read().decode("utf-8", "replace")
+  if process.returncode != 0:
+    raise RuntimeError(f"{name} failed ({process.returncode}):\n{output[-3000:]}")
+  line = [l for l in output.splitlines() if l.startswith(_RESULT_PREFIX)][-1]
+  result = json.loads(line[len(_RESULT_PREFIX):])
+  result["wall_s"] = wall
+  result["max_rss_mib"] = usage.ru_maxrss / 1024  # Linux: KiB
+  result["tree_rss_mib"] = tree_peak / 2**20
+  return result
+
+
+def count_pages(files: Sequence[str]) -> Tuple[int, int]:
+  """(pages, compressed bytes) of the input files."""
+  from beam_pipelines import wikitext  # pylint: disable=g-import-not-at-top
+  pages = sum(1 for path in files for _ in wikitext.iter_pages(path, on_error=lambda e: None))
+  return pages, sum(os.path.getsize(path) for path in files)
+
+
+def format_table(results: Dict[str, Dict[str, float]], pages: int) -> str:
+  """The results as one text table (ratios: pages/s over wikiextractor's pages/s)."""
+  def rate(name):
+    return pages / results[name]["seconds"] if name in results else None
+
+  header = (f"{'method':<24}{'work s':>9}{'wall s':>9}{'pages/s':>10}{'articles':>10}"
+            f"{'links':>9}{'links/s':>10}{'x WE-1p':>9}{'x WE-2p':>9}{'maxRSS MiB':>12}"
+            f"{'treeRSS MiB':>13}")
+  lines = [header, "-" * len(header)]
+  for name, r in results.items():
+    ratios = []
+    for base in ("wikiextractor_1p", "wikiextractor_2p"):
+      base_rate = rate(base)
+      ratios.append(f"{rate(name) / base_rate:9.2f}" if base_rate else f"{'-':>9}")
+    lines.append(f"{name:<24}{r['seconds']:9.1f}{r['wall_s']:9.1f}{rate(name):10.1f}"
+                 f"{r['articles']:10d}{r['links']:9d}{r['links'] / r['seconds']:10.0f}"
+                 f"{ratios[0]}{ratios[1]}{r['max_rss_mib']:12.0f}{r['tree_rss_mib']:13.0f}")
+  return "\n".join(lines)
+
+
+FLAGS = flags.FLAGS
+
+
+def main(argv):
+  del argv
+  patterns = [p for p in FLAGS.files.split(",") if p]
+  files = sorted({path for p in patterns for path in glob.glob(p)})
+  if not files:
+    raise app.UsageError(f"--files matches nothing: {FLAGS.files}")
+  if FLAGS.worker:
+    result = _WORKERS[FLAGS.worker](files, FLAGS.worker_arg)
+    print(_RESULT_PREFIX + json.dumps(result), flush=True)
+    return
+  pages, size = count_pages(files)
+  print(f"{len(files)} files, {size / 2**20:.1f} MiB bz2, {pages} pages "
+        f"({os.cpu_count()} CPUs)")
+  for path in files:
+    print(f"  {os.path.relpath(path, REPO_ROOT)}")
+  results = {}
+  for name in [m for m in FLAGS.methods.split(",") if m]:
+    print(f"running {name} ...", flush=True)
+    results[name] = run_method(name, files, FLAGS.sample_s)
+    if results[name]["pages_read"] >= 0 and results[name]["pages_read"] != pages:
+      print(f"  note: {name} read {results[name]['pages_read']} pages")
+  print()
+  print(format_table(results, pages))
+  print("\npages/s: input pages / work s (the same pages for every method). links: ours = "
+        "mentions kept (main-namespace links, with offsets); wikiextractor = '<a href' in its "
+        "output (--links). x WE-np: pages/s ratio ours / wikiextractor --processes n. maxRSS: "
+        "largest single process (ru_maxrss); treeRSS: sampled peak of the summed RSS of the "
+        "process tree.")
+
+
+if __name__ == "__main__":
+  flags.DEFINE_string("files", DEFAULT_FILES, "Comma-separated globs of dump files (.bz2/.xml).")
+  flags.DEFINE_string("methods", ",".join(METHODS), "Comma-separated methods to run, from: "
+                      + ", ".join(METHODS))
+  flags.DEFINE_float("sample_s", 0.05, "Seconds between samples of the process tree's RSS.")
+  flags.DEFINE_string("worker", None, "Internal: run one method's work in this process.")
+  flags.DEFINE_string("worker_arg", None, "Internal: the worker's argument.")
+  app.run(main)
