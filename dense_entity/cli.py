@@ -14,7 +14,8 @@ def _demo(args):
   demo.run_demo(args.workspace, args.input, descriptions=args.descriptions,
                 heldout_fraction=args.heldout_fraction, preset=args.preset,
                 train_steps=args.train_steps, glove=args.glove, datasets=args.dataset,
-                mining_rounds=args.mining_rounds, steps_per_round=args.steps_per_round)
+                mining_rounds=args.mining_rounds, steps_per_round=args.steps_per_round,
+                share_span_title_encoder=args.share_span_title_encoder)
 
 
 class InputError(ValueError):
@@ -169,6 +170,9 @@ def build_parser() -> argparse.ArgumentParser:
                     "input they lower recall; see README)")
   demo.add_argument("--steps_per_round", type=int, default=1000,
                     help="training steps after each mining round")
+  demo.add_argument("--share_span_title_encoder", action="store_true",
+                    help="one feed-forward encoder for the mention span and the entity title "
+                    "(not in the paper; helps entities unseen in training)")
   demo.set_defaults(fn=_demo)
 
   link = sub.add_parser(

@@ -47,7 +47,8 @@ def run_demo(workspace: str, inputs: Optional[Sequence[str]] = None,
              preset: str = "small", train_steps: Optional[int] = None,
              glove: Optional[str] = None, datasets: Sequence[str] = (),
              index_kinds: Sequence[str] = ("brute_force", "ah", "ah_tree"),
-             mining_rounds: int = 0, steps_per_round: int = 1000) -> dict:
+             mining_rounds: int = 0, steps_per_round: int = 1000,
+             share_span_title_encoder: bool = False) -> dict:
   """Runs extract, train, export, encode + index, evaluate into `workspace`.
 
   Args:
@@ -64,6 +65,7 @@ def run_demo(workspace: str, inputs: Optional[Sequence[str]] = None,
     index_kinds: indexes built over the entity encodings.
     mining_rounds: rounds of hard negative mining after round 0 (paper section 4.3).
     steps_per_round: training steps after each mining round.
+    share_span_title_encoder: one encoder for span and title (config.ModelConfig).
 
   Returns:
     The evaluation report (also in WS/reports/eval.json).
@@ -99,6 +101,7 @@ def run_demo(workspace: str, inputs: Optional[Sequence[str]] = None,
     cfg.train.train_steps = train_steps
   if glove:
     cfg.glove_path = glove
+  cfg.model.share_span_title_encoder = share_span_title_encoder
   trainer = trainer_lib.Trainer(cfg, ws.extract, ws.model)
   if train_steps is not None:
     # A resumed run keeps the config saved in model_dir; the step budget may still be raised.

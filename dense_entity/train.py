@@ -30,6 +30,7 @@ flags.DEFINE_integer("train_steps", None, "Override the preset's train_steps.")
 flags.DEFINE_integer("batch_size", None, "Override the preset's global batch size.")
 flags.DEFINE_float("learning_rate", None, "Override the preset's learning rate.")
 flags.DEFINE_integer("eval_every", None, "Override steps between evaluations/checkpoints.")
+flags.DEFINE_bool("share_span_title_encoder", None, "One encoder for span and title.")
 
 
 def config_from_flags() -> config_lib.ExperimentConfig:
@@ -38,6 +39,8 @@ def config_from_flags() -> config_lib.ExperimentConfig:
     cfg.glove_path = FLAGS.glove
   if FLAGS.vocab_size is not None:
     cfg.vocab_size = FLAGS.vocab_size
+  if FLAGS.share_span_title_encoder is not None:
+    cfg.model.share_span_title_encoder = FLAGS.share_span_title_encoder
   for name in ("train_steps", "batch_size", "learning_rate", "eval_every"):
     if getattr(FLAGS, name) is not None:
       setattr(cfg.train, name, getattr(FLAGS, name))
