@@ -217,8 +217,14 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv=None):
   os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
   logging.basicConfig(level=logging.WARNING)
-  args = build_parser().parse_args(argv)
-  return args.fn(args)
+  parser = build_parser()
+  args = parser.parse_args(argv)
+  try:
+    return args.fn(args)
+  except (FileNotFoundError, ValueError) as e:
+    # Bad input or a missing stage output: the message names the file; no traceback.
+    print(f"dense-entity {args.command}: error: {e}", file=sys.stderr)
+    return 2
 
 
 if __name__ == "__main__":

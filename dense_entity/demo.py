@@ -80,14 +80,14 @@ def run_demo(workspace: str, inputs: Optional[Sequence[str]] = None,
   from export import savedmodel  # pylint: disable=g-import-not-at-top
 
   ws = evaluate.Workspace(workspace)
-  os.makedirs(workspace, exist_ok=True)
   inputs = list(inputs or [default_input()])
-  timings = {}
-
-  t = _stage(f"1/5 extract: {', '.join(inputs)}")
   files = sorted({f for pattern in inputs for f in glob.glob(pattern)})
   if not files:
     raise FileNotFoundError(f"no input files match {inputs}")
+  os.makedirs(workspace, exist_ok=True)
+  timings = {}
+
+  t = _stage(f"1/5 extract: {', '.join(inputs)}")
   stats = extract_wikipedia.run(files, ws.extract, heldout_fraction=heldout_fraction,
                                 descriptions=descriptions)
   timings["extract"] = time.time() - t

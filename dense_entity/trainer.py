@@ -116,6 +116,14 @@ class Trainer:
     self.strategy = strategy or tf.distribute.get_strategy()
     self.extract_dir = extract_dir
     self.model_dir = model_dir
+    # Check the input before writing anything into model_dir.
+    manifest = data.require_extraction(extract_dir)
+    num_train = manifest.get("counts", {}).get("mentions_train")
+    if num_train is not None and num_train < cfg.train.batch_size:
+      raise ValueError(
+          f"{os.path.join(extract_dir, schema.MANIFEST_FILE)}: {num_train} training mentions, "
+          f"fewer than one batch of {cfg.train.batch_size} (pages skipped by the extraction: "
+          f"{manifest.get('pages_skipped', 0)}); nothing to train on")
     tf.io.gfile.makedirs(model_dir)
     if tf.io.gfile.exists(os.path.join(model_dir, config_lib.CONFIG_FILE)):
       cfg = config_lib.load(model_dir)

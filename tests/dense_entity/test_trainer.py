@@ -67,3 +67,22 @@ def test_read_glove_rejects_ragged_lines(tmp_path):
   path.write_text("the 0.1 0.2\nriver 0.3 0.4\nthe 9 9\n")
   words, vectors = trainer_lib.read_glove(str(path))
   assert words == ["the", "river"] and vectors.shape == (2, 2)
+
+
+def test_empty_extraction_is_refused_before_anything_is_written(tmp_path):
+  extract = tmp_path / "extract"
+  testutil.write_tiny_extraction(str(extract))
+  (extract / "MANIFEST.json").write_text(
+      json.dumps({"counts": {"mentions_train": 0}, "pages_skipped": 1}))
+  with pytest.raises(ValueError, match="0 training mentions"):
+    trainer_lib.Trainer(_cfg(5), str(extract), str(tmp_path / "model"))
+  assert not (tmp_path / "model").exists()
+
+
+def test_cli_reports_bad_input_without_traceback(tmp_path, capsys):
+  from dense_entity import cli  # pylint: disable=g-import-not-at-top
+  ws = tmp_path / "ws"
+  assert cli.main(["demo", "--workspace", str(ws), "--input", "/nonexistent/*.bz2"]) == 2
+  err = capsys.readouterr().err
+  assert "no input files match" in err and "Traceback" not in err
+  assert not ws.exists()
