@@ -9,11 +9,16 @@ raised to continue training.
 
 import json
 import logging
+import os
 
 from absl import app
 from absl import flags
 
+import tensorflow as tf
+
 from dense_entity import config as config_lib
+from dense_entity import data
+from dense_entity import schema
 from dense_entity import distribute_utils
 from dense_entity import trainer as trainer_lib
 
@@ -31,6 +36,8 @@ flags.DEFINE_integer("batch_size", None, "Override the preset's global batch siz
 flags.DEFINE_float("learning_rate", None, "Override the preset's learning rate.")
 flags.DEFINE_integer("eval_every", None, "Override steps between evaluations/checkpoints.")
 flags.DEFINE_bool("share_span_title_encoder", None, "One encoder for span and title.")
+flags.DEFINE_string("hard_negatives", None, "Directory of a mining round's output "
+                    "(WS/negatives/round_N): train with the softmax and logistic tasks.")
 
 
 def config_from_flags() -> config_lib.ExperimentConfig:
@@ -55,6 +62,11 @@ def main(argv):
                                 strategy)
   if FLAGS.train_steps is not None:
     trainer.cfg.train.train_steps = FLAGS.train_steps
+  if FLAGS.hard_negatives:
+    manifest = data.require_extraction(FLAGS.hard_negatives)  # MANIFEST.json of the round
+    files = tf.io.gfile.glob(os.path.join(FLAGS.hard_negatives,
+                                          schema.NEGATIVES_PREFIX + "-*"))
+    trainer.set_hard_negatives(files, int(manifest["round"]))
   print(json.dumps(trainer.train(), indent=2))
 
 
