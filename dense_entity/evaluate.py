@@ -213,11 +213,24 @@ def format_markdown(report: dict) -> str:
   return "\n".join(lines)
 
 
+def _pyplot():
+  import matplotlib  # pylint: disable=g-import-not-at-top
+  matplotlib.use("Agg")  # files only, no display
+  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+  return plt
+
+
+def _save_png(plt, fig, path: str):
+  """Writes `fig` to `path` atomically (temp file + rename) and frees it."""
+  fig.tight_layout()
+  fig.savefig(path + ".tmp.png", dpi=100)
+  plt.close(fig)
+  os.replace(path + ".tmp.png", path)
+
+
 def plot_recall_curves(report: dict, path: str):
   """Writes a PNG of in-KB recall@k, k = 1..100, per system, one panel per dataset."""
-  import matplotlib  # pylint: disable=g-import-not-at-top
-  matplotlib.use("Agg")
-  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+  plt = _pyplot()
   names = list(report["datasets"])
   fig, axes = plt.subplots(1, len(names), figsize=(5 * len(names), 4), squeeze=False)
   for ax, name in zip(axes[0], names):
@@ -232,10 +245,7 @@ def plot_recall_curves(report: dict, path: str):
     ax.set_title(f"{name} ({section['num_in_kb']} in-KB mentions)")
     ax.grid(True, alpha=0.3)
     ax.legend(loc="lower right")
-  fig.tight_layout()
-  fig.savefig(path + ".tmp.png", dpi=100)
-  plt.close(fig)
-  os.replace(path + ".tmp.png", path)
+  _save_png(plt, fig, path)
 
 
 def format_table(report: dict) -> str:
@@ -255,9 +265,7 @@ def format_table(report: dict) -> str:
 
 def plot_rounds(rounds: Sequence[dict], path: str):
   """Held-out recall@1 and recall@100 of DEER after each mining round (paper Figure 2), PNG."""
-  import matplotlib  # pylint: disable=g-import-not-at-top
-  matplotlib.use("Agg")
-  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+  plt = _pyplot()
   fig, ax = plt.subplots(figsize=(5, 4))
   x = [r["round"] for r in rounds]
   for key in ("recall@1", "recall@100"):
@@ -268,10 +276,7 @@ def plot_rounds(rounds: Sequence[dict], path: str):
   ax.set_ylim(0, 1)
   ax.grid(True, alpha=0.3)
   ax.legend(loc="lower right")
-  fig.tight_layout()
-  fig.savefig(path + ".tmp.png", dpi=100)
-  plt.close(fig)
-  os.replace(path + ".tmp.png", path)
+  _save_png(plt, fig, path)
 
 
 FLAGS = flags.FLAGS
