@@ -29,6 +29,7 @@ from apache_beam.metrics.metric import Metrics, MetricsFilter
 import tensorflow as tf
 
 from beam_pipelines import extract_wikipedia
+from dense_entity import fileio
 from dense_entity import schema
 from dense_entity.titles import resolve_redirect
 
@@ -255,9 +256,7 @@ def run(export_dir: str, index_dir: str, extract_dir: str, output_dir: str, roun
     with open(os.path.join(staging, schema.MANIFEST_FILE), "w") as f:
       json.dump({"round": round_, "pairs": pairs, "export_dir": os.path.abspath(export_dir),
                  "previous_dir": previous_dir, "k": k}, f, indent=2, sort_keys=True)
-    if os.path.exists(output_dir):
-      shutil.rmtree(output_dir)
-    os.rename(staging, output_dir)
+    fileio.replace_directory(staging, output_dir)
   except BaseException:
     shutil.rmtree(staging, ignore_errors=True)
     raise

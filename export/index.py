@@ -45,6 +45,8 @@ from typing import Any, Dict, Optional, Tuple
 
 import numpy as np
 
+from dense_entity import fileio
+
 FORMAT_VERSION = 1
 MANIFEST_FILENAME = "index_manifest.json"
 TITLES_FILENAME = "entity_titles.txt"
@@ -251,12 +253,7 @@ def _replace_dir(tmp_dir: str, directory: str, overwrite: bool) -> None:
     return
   if not overwrite:
     raise FileExistsError(f"Index directory {directory} exists; pass overwrite=True.")
-  backup = tempfile.mkdtemp(dir=os.path.dirname(directory),
-                            prefix=f".{os.path.basename(directory)}.old-")
-  os.rmdir(backup)
-  os.rename(directory, backup)
-  os.rename(tmp_dir, directory)
-  shutil.rmtree(backup, ignore_errors=True)
+  fileio.replace_directory(tmp_dir, directory)
 
 
 class EntityIndex:

@@ -21,6 +21,7 @@ from typing import Dict
 import numpy as np
 import tensorflow as tf
 
+from dense_entity import fileio
 from dense_entity import models
 from dense_entity import schema
 
@@ -94,9 +95,7 @@ def export_encoders(model: models.DualEncoder, export_dir: str, extra: Dict = No
     }
     with open(os.path.join(tmp, MANIFEST_FILE), "w") as f:
       json.dump(manifest, f, indent=2, sort_keys=True)
-    if os.path.exists(export_dir):
-      shutil.rmtree(export_dir)
-    os.rename(tmp, export_dir)
+    fileio.replace_directory(tmp, export_dir)
   except BaseException:
     shutil.rmtree(tmp, ignore_errors=True)
     raise

@@ -48,6 +48,7 @@ from absl import flags
 import numpy as np
 import tensorflow as tf
 
+from dense_entity import fileio
 from dense_entity import schema
 from export import build_index
 from export import index as index_lib
@@ -204,13 +205,7 @@ def export_serving_model(export_dir: str, index_dir: str, output_dir: Optional[s
     with open(os.path.join(tmp, MANIFEST_FILE), "w", encoding="utf-8") as f:
       json.dump(serving_manifest, f, indent=2, sort_keys=True)
       f.write("\n")
-    backup = None
-    if os.path.exists(output_dir):
-      backup = f"{output_dir}.old-{uuid.uuid4().hex[:8]}"
-      os.rename(output_dir, backup)
-    os.rename(tmp, output_dir)
-    if backup:
-      shutil.rmtree(backup, ignore_errors=True)
+    fileio.replace_directory(tmp, output_dir)
   except BaseException:
     shutil.rmtree(tmp, ignore_errors=True)
     raise
