@@ -20,7 +20,9 @@ far), stats.json, and MANIFEST.json written last.
 
 import json
 import os
+import re
 import shutil
+import unicodedata
 import uuid
 from typing import Dict, List, Optional, Sequence
 
@@ -37,8 +39,24 @@ DEFAULT_K = 10
 _NAMESPACE = "mine_hard_negatives"
 
 
+def spelling_key(title: str) -> str:
+  """A key shared by titles that differ only in spelling (likely one entity, two pages).
+
+  Case-folded, accents removed (NFKD without combining marks), every non-alphanumeric run
+  dropped, and a final 's' of each word removed: 'Aqueous solutions', 'Aqueous solution' and
+  'Gōzō Shioda' / 'Gozo Shioda' share a key. Used so that a title which in the full Wikipedia
+  is a redirect to the gold entity (plural, case or accent variant) but whose redirect page is
+  not in the dump is not trained on as a negative of that gold entity.
+  """
+  t = unicodedata.normalize("NFKD", title.casefold())
+  t = "".join(c for c in t if not unicodedata.combining(c))
+  words = re.findall(r"[^\W_]+", t)
+  return " ".join(w[:-1] if len(w) > 3 and w.endswith("s") else w for w in words)
+
+
 def select_hard_negatives(ranked: Sequence[str], gold: str,
-                          redirects: Optional[Dict[str, str]] = None) -> List[str]:
+                          redirects: Optional[Dict[str, str]] = None,
+                          skipped: Optional[Dict[str, int]] = None) -> List[str]:
   """The paper's rule: every entity ranked above the gold one is a hard negative.
 
   Args:
@@ -46,22 +64,33 @@ def select_hard_negatives(ranked: Sequence[str], gold: str,
     gold: the gold entity title.
     redirects: optional redirect map; titles that resolve to the gold entity are never
       negatives.
+    skipped: optional counter dict; `skipped["spelling_variant_of_gold"]` is incremented for
+      each title ranked above the gold that is left out because it has the gold's
+      `spelling_key` (the same entity under another spelling, e.g. a plural, whose redirect
+      page is missing from the dump).
 
   Returns:
     The titles ranked above the gold entity (all k when the gold is not among them), without
-    the gold itself (after redirect resolution) and without repeats. Gold ranked first gives [].
+    the gold itself (after redirect resolution), without spelling variants of the gold, and
+    without repeats. Gold ranked first gives [].
   """
   redirects = redirects or {}
   resolve = lambda t: resolve_redirect(t, redirects) or t
   gold = resolve(gold)
+  gold_key = spelling_key(gold)
   negatives, seen = [], set()
   for title in ranked:
     resolved = resolve(title)
     if resolved == gold:
       break
-    if resolved not in seen:
-      seen.add(resolved)
-      negatives.append(resolved)
+    if resolved in seen:
+      continue
+    seen.add(resolved)
+    if spelling_key(resolved) == gold_key:
+      if skipped is not None:
+        skipped["spelling_variant_of_gold"] = skipped.get("spelling_variant_of_gold", 0) + 1
+      continue
+    negatives.append(resolved)
   return negatives
 
 
@@ -104,6 +133,7 @@ class MineFn(beam.DoFn):
     self._top1 = Metrics.counter(_NAMESPACE, "gold_ranked_first")
     self._absent = Metrics.counter(_NAMESPACE, "gold_not_in_top_k")
     self._pairs = Metrics.counter(_NAMESPACE, "negative_pairs_found")
+    self._variants = Metrics.counter(_NAMESPACE, "skipped_spelling_variant_of_gold")
 
   def setup(self):
     # Imported here: workers import the package when they start, not when the graph is built.
@@ -138,9 +168,12 @@ class MineFn(beam.DoFn):
         self._top1.inc()
       elif gold not in ranked:
         self._absent.inc()
-      for title in select_hard_negatives(ranked, gold, self._redirects):
+      skipped = {}
+      for title in select_hard_negatives(ranked, gold, self._redirects, skipped):
         self._pairs.inc()
         yield title, (mention, self._round)
+      if skipped:
+        self._variants.inc(skipped["spelling_variant_of_gold"])
 
 
 def pair_example(mention: Dict[str, str], title: str, text: str, categories: List[str],

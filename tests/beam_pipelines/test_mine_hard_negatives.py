@@ -40,6 +40,22 @@ def test_redirect_to_gold_is_never_a_negative():
                                       redirects) == ["Port Alder"]
 
 
+def test_spelling_variants_of_the_gold_are_not_negatives():
+  # A plural, case or accent variant of the gold title is most likely a redirect to it whose
+  # redirect page is missing from the dump; it is skipped and counted, and the titles around
+  # it are kept in order.
+  ranked = ["Aqueous solutions", "Solvent", "Gōzō Shioda", "Aqueous Solution", "Aqueous solution"]
+  skipped = {}
+  assert mining.select_hard_negatives(ranked, "Aqueous solution", skipped=skipped) == [
+      "Solvent", "Gōzō Shioda"]
+  assert skipped == {"spelling_variant_of_gold": 2}
+  assert mining.spelling_key("Gōzō Shioda") == mining.spelling_key("Gozo shioda")
+  # Different entities sharing a word stay negatives of each other.
+  assert mining.select_hard_negatives(["Georgia (country)", "Georgia (U.S. state)"],
+                                      "Georgia (U.S. state)") == ["Georgia (country)"]
+  assert mining.spelling_key("Bus") != mining.spelling_key("Bu")
+
+
 @pytest.fixture(scope="module")
 def tiny_workspace(tmp_path_factory):
   root = tmp_path_factory.mktemp("ws")
