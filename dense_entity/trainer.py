@@ -11,6 +11,7 @@ steps and at the end; a new run with the same model_dir resumes from the latest 
 
 import gzip
 import logging
+import math
 import os
 import time
 from typing import Callable, List, Optional, Tuple
@@ -162,6 +163,9 @@ class Trainer:
     self.writer = tf.summary.create_file_writer(os.path.join(model_dir, "summaries"))
     self._train_fn = self._eval_fn = None
     self.negative_files: List[str] = []
+    self.pair_batch_size = 0
+    self.num_train_mentions = num_train or sum(
+        1 for f in self.train_files for _ in tf.data.TFRecordDataset(f))
     self.last_heldout_auc = float("nan")
 
   # --- one step on one replica -------------------------------------------------------------
@@ -182,7 +186,8 @@ class Trainer:
 
   def _train_step(self, batch, pairs=None):
     """One step of the softmax task, plus the logistic task when hard negative `pairs` are
-    given (paper section 4.3: equal weights; the batch's own pairs are the positives)."""
+    given (paper section 4.3: equal weights; the batch's own pairs are the positives, and the
+    logistic loss is the mean over the global batch's positive and negative pairs)."""
     global_batch = self.cfg.train.batch_size
     with tf.GradientTape() as tape:
       logits, labels, mentions, entities, _ = self._replica_logits(batch)
@@ -196,7 +201,8 @@ class Trainer:
             m.entity_encoder(data.entity_features(pairs)),
             tf.zeros(tf.shape(pairs[schema.ENTITY_TITLE]), tf.int32),
             m.hard_negative_scale, m.hard_negative_bias)
-        loss += (tf.reduce_sum(positive) + tf.reduce_sum(negative)) / (2 * global_batch)
+        loss += ((tf.reduce_sum(positive) + tf.reduce_sum(negative))
+                 / (global_batch + self.pair_batch_size))
     variables = self.model.trainable_variables
     grads = tape.gradient(loss, variables)
     self.optimizer.apply_gradients(zip(grads, variables))
@@ -221,9 +227,9 @@ class Trainer:
       self.step.assign_add(1)
     return loss, recall
 
-  def _dataset(self, files, repeat, shuffle):
+  def _dataset(self, files, repeat, shuffle, global_batch=None):
     tc = self.cfg.train
-    global_batch = tc.batch_size
+    global_batch = global_batch or tc.batch_size
 
     def dataset_fn(ctx: tf.distribute.InputContext):
       # On one worker the strategy hands consecutive per-replica batches to replicas 0, 1, ...
@@ -254,9 +260,36 @@ class Trainer:
     self.last_heldout_auc = float(np.mean(aucs)) if aucs else float("nan")
     return float(np.mean(recalls)) if recalls else float("nan")
 
-  def set_hard_negatives(self, files: List[str], mining_round: int):
-    """Trains from now on with the logistic task on these hard negative pair files."""
+  def set_hard_negatives(self, files: List[str], mining_round: int,
+                         num_pairs: Optional[int] = None):
+    """Trains from now on with the logistic task on these hard negative pair files.
+
+    Pairs are drawn at the rate of the training mentions they were mined from: with P pairs
+    for M training mentions, each step takes about batch_size * P / M of them (at least one per
+    replica, at most batch_size), so one pass over the mentions is about one pass over the
+    pairs. A fixed full batch of pairs per step would show each of a few hundred pairs hundreds
+    of times per epoch and overfit them.
+
+    Args:
+      files: TFRecord shards of pair records (beam_pipelines.mine_hard_negatives output).
+      mining_round: the round that mined them (>= the checkpoint's round).
+      num_pairs: pairs in `files`; counted when None.
+
+    Raises:
+      ValueError: when `mining_round` is older than the round the checkpoint was trained on.
+    """
+    if mining_round < int(self.mining_round.numpy()):
+      raise ValueError(
+          f"hard negatives of mining round {mining_round} given, but the checkpoint in "
+          f"{self.model_dir} is already trained on round {int(self.mining_round.numpy())}")
     self.negative_files = sorted(files)
+    if num_pairs is None:
+      num_pairs = sum(1 for f in self.negative_files for _ in tf.data.TFRecordDataset(f))
+    tc = self.cfg.train
+    replicas = self.strategy.num_replicas_in_sync
+    per_step = math.ceil(tc.batch_size * num_pairs / max(self.num_train_mentions, 1))
+    per_step = min(max(per_step, 1), tc.batch_size)
+    self.pair_batch_size = math.ceil(per_step / replicas) * replicas
     self.mining_round.assign(mining_round)
     self._train_fn = None
 
@@ -275,7 +308,8 @@ class Trainer:
       self._pair_iterator = None
       if self.negative_files:
         self._pair_iterator = iter(self._dataset(self.negative_files, repeat=True,
-                                                 shuffle=True))
+                                                 shuffle=True,
+                                                 global_batch=self.pair_batch_size))
     pair_iterator = self._pair_iterator
     iterator = self._train_iterator
     chunk = min(50, tc.eval_every)

@@ -86,3 +86,17 @@ def test_cli_reports_bad_input_without_traceback(tmp_path, capsys):
   err = capsys.readouterr().err
   assert "no input files match" in err and "Traceback" not in err
   assert not ws.exists()
+
+
+def test_hard_negative_pairs_are_drawn_at_the_rate_of_their_mentions(tmp_path):
+  # 32 training mentions, batch 8: with 12 pairs, 8 * 12 / 32 = 3 pairs per step; never
+  # fewer than 1 nor more than a batch.
+  extract = str(tmp_path / "extract")
+  testutil.write_tiny_extraction(extract)
+  t = trainer_lib.Trainer(_cfg(5), extract, str(tmp_path / "model"))
+  assert t.num_train_mentions == 32
+  for pairs, per_step in ((12, 3), (13, 4), (1, 1), (1000, 8)):
+    t.set_hard_negatives([], 1, num_pairs=pairs)
+    assert t.pair_batch_size == per_step, pairs
+  with pytest.raises(ValueError, match="already trained on round 1"):
+    t.set_hard_negatives([], 0, num_pairs=1)
