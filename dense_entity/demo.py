@@ -37,6 +37,43 @@ def default_input() -> str:
   return path
 
 
+ROUNDS_JSON = "rounds.json"
+
+
+def _read_rounds(path: str) -> list:
+  if not os.path.exists(path):
+    return []
+  with open(path) as f:
+    return json.load(f)
+
+
+def _write_rounds(path: str, rounds: list) -> None:
+  os.makedirs(os.path.dirname(path), exist_ok=True)
+  with open(path + ".tmp", "w") as f:
+    json.dump(rounds, f, indent=2, sort_keys=True)
+  os.replace(path + ".tmp", path)
+
+
+def _export_and_index(trainer, ws, mining_round: int, kinds, verbose: bool = False) -> None:
+  """Exports the current model to WS/export and encodes + indexes the KB with it."""
+  from export import encode_entities  # pylint: disable=g-import-not-at-top
+  from export import savedmodel  # pylint: disable=g-import-not-at-top
+  step = int(trainer.step.numpy())
+  manifest = savedmodel.export_encoders(trainer.model, ws.export,
+                                        extra={"step": step, "mining_round": mining_round,
+                                               "model_dir": os.path.abspath(ws.model)})
+  if verbose:
+    print(f"   {ws.export} (model fingerprint {manifest['model_fingerprint']}, step {step})")
+  entities = encode_entities.read_entities(ws.extract)
+  with tqdm(total=len(entities), unit="entity", desc="   encoding",
+            disable=not verbose) as bar:
+    summary = encode_entities.encode_and_index(ws.export, ws.extract, ws.index, kinds,
+                                               progress=bar.update)
+  if verbose:
+    for kind, info in summary["indexes"].items():
+      print(f"   {kind}: {info['effective_kind']}, {info['index_bytes']} bytes")
+
+
 def _stage(name):
   print(f"\n== {name}", flush=True)
   return time.time()
@@ -53,7 +90,10 @@ def run_demo(workspace: str, inputs: Optional[Sequence[str]] = None,
 
   Args:
     workspace: output directory (WORKSPACE.md); stages found finished there are redone, except
-      training, which resumes from its checkpoint.
+      training, which resumes from its checkpoint, and finished mining rounds: a run stopped
+      (even killed) in round r restarts in round r, reusing the round's mined negatives when
+      the checkpoint already trains on them; earlier rounds' figures are kept
+      (WS/reports/rounds.json).
     inputs: dump globs; default: gensim's packaged sample.
     descriptions: optional JSONL of entity descriptions ({"title", "text"}).
     heldout_fraction: fraction of source pages held out (the paper's 0.1% is for full dumps;
@@ -76,8 +116,6 @@ def run_demo(workspace: str, inputs: Optional[Sequence[str]] = None,
   from dense_entity import config as config_lib  # pylint: disable=g-import-not-at-top
   from dense_entity import evaluate  # pylint: disable=g-import-not-at-top
   from dense_entity import trainer as trainer_lib  # pylint: disable=g-import-not-at-top
-  from export import encode_entities  # pylint: disable=g-import-not-at-top
-  from export import savedmodel  # pylint: disable=g-import-not-at-top
 
   ws = evaluate.Workspace(workspace)
   inputs = list(inputs or [default_input()])
@@ -122,45 +160,55 @@ def run_demo(workspace: str, inputs: Optional[Sequence[str]] = None,
         f"{metrics.get('heldout_in_batch_recall@1', float('nan')):.3f} "
         f"({timings['train']:.0f} s)")
 
+  # Round r ends at step train_steps + r * steps_per_round. Finished rounds are kept across
+  # runs: a run killed in round r restarts there (its mined negatives are reused when the
+  # checkpoint already trains on them), and earlier rounds' figures come from rounds.json.
+  round0_steps = trainer.cfg.train.train_steps
+  rounds_path = os.path.join(ws.reports, ROUNDS_JSON)
+  recorded = {r["round"]: r for r in _read_rounds(rounds_path)}
   rounds = []
   for mining_round in range(mining_rounds + 1):
     last = mining_round == mining_rounds
+    target = round0_steps + mining_round * steps_per_round
+    step = int(trainer.step.numpy())
+    if (not last and step >= target and mining_round in recorded
+        and recorded[mining_round]["step"] == target):
+      print(f"\n== round {mining_round} finished in an earlier run (step {target}); kept")
+      rounds.append(recorded[mining_round])
+      continue
     if mining_round > 0:
       t = _stage(f"mining round {mining_round}/{mining_rounds}: hard negatives, then "
                  f"{steps_per_round} more steps")
-      previous = (os.path.join(ws.root, "negatives", f"round_{mining_round - 1}")
-                  if mining_round > 1 else None)
       out = os.path.join(ws.root, "negatives", f"round_{mining_round}")
-      mined = mine_hard_negatives.run(ws.export, ws.index, ws.extract, out, mining_round,
-                                      previous_dir=previous)
-      print(f"   {mined.get('mentions_mined', 0)} mentions: gold first for "
-            f"{mined.get('gold_ranked_first', 0)}, {mined.get('negative_pairs_found', 0)} new "
-            f"negative pairs, {mined['pairs']} in all rounds")
-      files = glob.glob(os.path.join(out, "hard_negatives-*"))
-      if mined["pairs"]:
-        trainer.set_hard_negatives(files, mining_round)
-      trainer.cfg.train.train_steps = int(trainer.step.numpy()) + steps_per_round
-      with tqdm(total=steps_per_round, unit="step", desc="   training") as bar:
+      if (int(trainer.mining_round.numpy()) >= mining_round
+          and os.path.exists(os.path.join(out, "MANIFEST.json"))):
+        with open(os.path.join(out, "MANIFEST.json")) as f:
+          pairs = json.load(f)["pairs"]
+        print(f"   resuming: the checkpoint already trains on {out} ({pairs} pairs)")
+      else:
+        _export_and_index(trainer, ws, mining_round - 1, ("brute_force",))
+        previous = (os.path.join(ws.root, "negatives", f"round_{mining_round - 1}")
+                    if mining_round > 1 else None)
+        mined = mine_hard_negatives.run(ws.export, ws.index, ws.extract, out, mining_round,
+                                        previous_dir=previous)
+        pairs = mined["pairs"]
+        print(f"   {mined.get('mentions_mined', 0)} mentions: gold first for "
+              f"{mined.get('gold_ranked_first', 0)}, {mined.get('negative_pairs_found', 0)} new "
+              f"negative pairs ({mined.get('skipped_spelling_variant_of_gold', 0)} spelling "
+              f"variants of the gold skipped), {pairs} in all rounds")
+      if pairs:
+        trainer.set_hard_negatives(glob.glob(os.path.join(out, "hard_negatives-*")),
+                                   mining_round, pairs)
+      trainer.cfg.train.train_steps = target
+      with tqdm(total=steps_per_round, initial=min(max(0, step - target + steps_per_round), steps_per_round),
+                unit="step", desc="   training") as bar:
         metrics = trainer.train(lambda n, m: bar.update(n))
       timings[f"mining_round_{mining_round}"] = time.time() - t
 
-    t = _stage("3/5 export: encoder SavedModels")
-    manifest = savedmodel.export_encoders(trainer.model, ws.export,
-                                          extra={"step": int(trainer.step.numpy()),
-                                                 "mining_round": mining_round,
-                                                 "model_dir": os.path.abspath(ws.model)})
-    timings["export"] = timings.get("export", 0) + time.time() - t
-    print(f"   {ws.export} (model fingerprint {manifest['model_fingerprint']})")
-
-    t = _stage("4/5 encode entities and build indexes")
-    entities = encode_entities.read_entities(ws.extract)
-    kinds = index_kinds if last else ("brute_force",)
-    with tqdm(total=len(entities), unit="entity", desc="   encoding") as bar:
-      summary = encode_entities.encode_and_index(ws.export, ws.extract, ws.index, kinds,
-                                                 progress=bar.update)
-    timings["encode_and_index"] = timings.get("encode_and_index", 0) + time.time() - t
-    for kind, info in summary["indexes"].items():
-      print(f"   {kind}: {info['effective_kind']}, {info['index_bytes']} bytes")
+    t = _stage("3/5 export: encoder SavedModels; 4/5 encode entities and build indexes")
+    _export_and_index(trainer, ws, mining_round,
+                      index_kinds if last else ("brute_force",), verbose=True)
+    timings["export_encode_index"] = timings.get("export_encode_index", 0) + time.time() - t
 
     t = _stage(f"5/5 evaluate (after mining round {mining_round})")
     report = evaluate.evaluate_workspace(workspace, datasets if last else ())
@@ -170,6 +218,7 @@ def run_demo(workspace: str, inputs: Optional[Sequence[str]] = None,
                    "heldout_in_batch_recall@1": metrics.get("heldout_in_batch_recall@1"),
                    "heldout_in_batch_auc": metrics.get("heldout_in_batch_auc"),
                    **{k: deer[k] for k in ("recall@1", "recall@10", "recall@100")}})
+    _write_rounds(rounds_path, rounds)
     print(f"   DEER after round {mining_round}: recall@1 {deer['recall@1']:.3f}, "
           f"recall@100 {deer['recall@100']:.3f}")
   report["rounds"] = rounds

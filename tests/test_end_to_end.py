@@ -62,3 +62,16 @@ def test_demo_on_a_real_dump(tmp_path, capsys):
   manifest = savedmodel.read_manifest(os.path.join(ws, "export"))
   with open(os.path.join(ws, "index", "indexes.json")) as f:
     assert json.load(f)["model_fingerprint"] == manifest["model_fingerprint"]
+
+  # Asked for one more round, the same workspace keeps rounds 0 and 1 (figures and mined
+  # negatives) and runs only round 2.
+  round_1 = os.path.join(ws, "negatives", "round_1", "MANIFEST.json")
+  mined_at = os.stat(round_1).st_mtime_ns
+  again = demo.run_demo(ws, [DUMP], heldout_fraction=0.3, preset="tiny", train_steps=30,
+                        mining_rounds=2, steps_per_round=10)
+  assert "round 1 finished in an earlier run" in capsys.readouterr().out
+  assert again["rounds"][:2] == report["rounds"]
+  assert [r["step"] for r in again["rounds"]] == [30, 40, 50]
+  assert os.stat(round_1).st_mtime_ns == mined_at
+  with open(os.path.join(ws, "negatives", "round_2", "MANIFEST.json")) as f:
+    assert json.load(f)["round"] == 2
