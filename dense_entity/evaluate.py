@@ -133,6 +133,46 @@ def evaluate_mentions(retrievers: Retrievers, features: Sequence[Dict[str, str]]
   return section
 
 
+def training_entities(extract_dir: str, redirects) -> set:
+  """Normalized, redirect-resolved titles that are the gold entity of some training mention
+  (the entity column of `alias_counts.tsv`, which counts training anchors only)."""
+  from dense_entity import titles as titles_lib  # pylint: disable=g-import-not-at-top
+  seen = set()
+  path = os.path.join(extract_dir, schema.ALIAS_COUNTS_FILE)
+  with open(path, encoding="utf-8") as f:
+    for line in f:
+      parts = line.rstrip("\n").split("\t")
+      if len(parts) == 3:
+        title = titles_lib.normalize_title(parts[1])
+        seen.add(titles_lib.resolve_redirect(title, redirects) or title)
+  return seen
+
+
+def split_by_training_gold(features, gold, rankings, retrievers, extract_dir) -> dict:
+  """Recall of every system on held-out mentions whose gold entity is (seen) or is not
+  (unseen) the gold of some training mention.
+
+  A dual encoder generalises to unseen entities from their title and description alone (paper
+  section 5.3); on a small dump most held-out gold entities are unseen, so this split tells
+  zero-shot retrieval apart from disambiguation among entities trained on.
+  """
+  from dense_entity import titles as titles_lib  # pylint: disable=g-import-not-at-top
+  seen_titles = training_entities(extract_dir, retrievers.redirects)
+  out = {}
+  for part in ("seen", "unseen"):
+    keep = []
+    for i, g in enumerate(gold):
+      t = titles_lib.normalize_title(g)
+      t = titles_lib.resolve_redirect(t, retrievers.redirects) or t
+      if (t in seen_titles) == (part == "seen"):
+        keep.append(i)
+    out[part] = {name: metrics.score_rankings([rankings[name][i] for i in keep],
+                                              [gold[i] for i in keep], retrievers.kb_titles,
+                                              retrievers.redirects, KS)
+                 for name in SYSTEMS}
+  return out
+
+
 def evaluate_workspace(root: str, dataset_specs: Sequence[str] = (), max_mentions: int = 0,
                        index_kind: str = "brute_force") -> dict:
   """Evaluates all systems on the held-out mentions and on each dataset; writes the report.
@@ -153,7 +193,11 @@ def evaluate_workspace(root: str, dataset_specs: Sequence[str] = (), max_mention
   misses = []
   for name, (features, gold) in sections.items():
     section = evaluate_mentions(retrievers, features, gold)
-    rankings = section.pop("_rankings")["DEER"]
+    all_rankings = section.pop("_rankings")
+    if name == "heldout":
+      section["by_gold_seen_in_training"] = split_by_training_gold(
+          features, gold, all_rankings, retrievers, ws.extract)
+    rankings = all_rankings["DEER"]
     misses.extend(_deer_misses(name, features, gold, rankings, retrievers))
     report["datasets"][name] = section
   held = report["datasets"]["heldout"]
@@ -210,6 +254,19 @@ def format_markdown(report: dict) -> str:
       lines.append(f"| {system} | " + " | ".join(
           f"{s[f'recall@{k}']:.3f} ({s[f'overall_recall@{k}']:.3f})" for k in KS) + " |")
     lines.append("")
+    split = section.get("by_gold_seen_in_training")
+    if split:
+      n = {part: split[part]["DEER"]["num_in_kb"] for part in split}
+      lines += [f"In-KB recall by whether the gold entity is the gold of a training mention "
+                f"(seen: {n['seen']} mentions, unseen: {n['unseen']}):", "",
+                "| system | " + " | ".join(f"seen R@{k}" for k in KS) + " | "
+                + " | ".join(f"unseen R@{k}" for k in KS) + " |",
+                "|---|" + "---|" * (2 * len(KS))]
+      for system in SYSTEMS:
+        lines.append(f"| {system} | " + " | ".join(
+            f"{split[part][system][f'recall@{k}']:.3f}" for part in ("seen", "unseen")
+            for k in KS) + " |")
+      lines.append("")
   return "\n".join(lines)
 
 
