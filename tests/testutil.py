@@ -51,9 +51,14 @@ def mention_example(row, source_page="Norland", mention_id="1:0"):
   return tf.train.Example(features=tf.train.Features(feature=feats))
 
 
-def write_tiny_extraction(extract_dir, repeats=4):
-  """Writes train/held-out mention shards, an entity shard and a MANIFEST.json."""
+def write_tiny_extraction(extract_dir, repeats=4, mentions=None):
+  """Writes train/held-out mention shards, an entity shard and a MANIFEST.json.
+
+  `mentions` (default MENTIONS) are rows as in MENTIONS; training holds them `repeats` times,
+  the held-out shard once.
+  """
   os.makedirs(extract_dir, exist_ok=True)
+  MENTIONS = mentions or globals()["MENTIONS"]  # pylint: disable=invalid-name
   rows = MENTIONS * repeats
   for prefix, part in ((schema.TRAIN_MENTIONS_PREFIX, rows),
                        (schema.HELDOUT_MENTIONS_PREFIX, MENTIONS)):

@@ -5,6 +5,7 @@ import os
 
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from dense_entity import config
 from dense_entity import trainer as trainer_lib
@@ -100,3 +101,35 @@ def test_hard_negative_pairs_are_drawn_at_the_rate_of_their_mentions(tmp_path):
     assert t.pair_batch_size == per_step, pairs
   with pytest.raises(ValueError, match="already trained on round 1"):
     t.set_hard_negatives([], 0, num_pairs=1)
+
+
+def test_the_same_span_is_told_apart_by_its_context(tmp_path):
+  # 'Alder' is the harbor town in one context and the tree in another: only the context
+  # features can separate them, so this fails if the context path of the mention encoder is
+  # not wired into the encoding.
+  from dense_entity import schema  # pylint: disable=g-import-not-at-top
+  rows = [
+      ("Alder", "ships leave", "daily for the harbor", "ships leave [MASK] daily for the harbor",
+       "Port Alder", "Port Alder is a harbor town.", ["Towns"]),
+      ("Alder", "the", "tree has catkins in the forest",
+       "the [MASK] tree has catkins in the forest", "Alder", "Alder is a tree.", ["Trees"]),
+  ] + [r for r in testutil.MENTIONS if r[4] not in ("Port Alder", "Ore River")]
+  extract = str(tmp_path / "extract")
+  testutil.write_tiny_extraction(extract, repeats=8, mentions=rows)
+  cfg = _cfg(300)
+  cfg.train.eval_every = 300
+  t = trainer_lib.Trainer(cfg, extract, str(tmp_path / "model"))
+  t.train()
+  titles = sorted({r[4] for r in rows})
+  entities = {r[4]: r for r in rows}
+  encoded = t.model.entity_encoder({
+      schema.ENTITY_TITLE: tf.constant(titles),
+      schema.ENTITY_TEXT: tf.constant([entities[x][5] for x in titles]),
+      schema.ENTITY_CATEGORIES: tf.constant(["|".join(entities[x][6]) for x in titles])})
+  mentions = t.model.mention_encoder({
+      schema.MENTION_SPAN: tf.constant(["Alder", "Alder"]),
+      schema.MENTION_LEFT: tf.constant([rows[0][1], rows[1][1]]),
+      schema.MENTION_RIGHT: tf.constant([rows[0][2], rows[1][2]]),
+      schema.MENTION_SENTENCE: tf.constant([rows[0][3], rows[1][3]])})
+  best = np.argmax(np.asarray(mentions) @ np.asarray(encoded).T, axis=1)
+  assert [titles[i] for i in best] == ["Port Alder", "Alder"]
