@@ -218,6 +218,10 @@ def run_demo(workspace: str, inputs: Optional[Sequence[str]] = None,
                    "heldout_in_batch_recall@1": metrics.get("heldout_in_batch_recall@1"),
                    "heldout_in_batch_auc": metrics.get("heldout_in_batch_auc"),
                    **{k: deer[k] for k in ("recall@1", "recall@10", "recall@100")}})
+    split = report["datasets"]["heldout"].get("by_gold_seen_in_training", {})
+    for part, systems in split.items():
+      for k in ("recall@1", "recall@100"):
+        rounds[-1][f"{part}_{k}"] = systems["DEER"][k]
     _write_rounds(rounds_path, rounds)
     print(f"   DEER after round {mining_round}: recall@1 {deer['recall@1']:.3f}, "
           f"recall@100 {deer['recall@100']:.3f}")

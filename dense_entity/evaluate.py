@@ -321,12 +321,15 @@ def format_table(report: dict) -> str:
 
 
 def plot_rounds(rounds: Sequence[dict], path: str):
-  """Held-out recall@1 and recall@100 of DEER after each mining round (paper Figure 2), PNG."""
+  """Held-out recall@1 and recall@100 of DEER after each mining round (paper Figure 2), PNG;
+  also recall@1 on mentions of entities seen / unseen in training when the rounds have them."""
   plt = _pyplot()
   fig, ax = plt.subplots(figsize=(5, 4))
   x = [r["round"] for r in rounds]
-  for key in ("recall@1", "recall@100"):
-    ax.plot(x, [r[key] for r in rounds], marker="o", label=key)
+  for key in ("recall@1", "recall@100", "seen_recall@1", "unseen_recall@1"):
+    if all(key in r for r in rounds):
+      ax.plot(x, [r[key] for r in rounds], marker="o", label=key.replace("_", " "),
+              linestyle="--" if "seen_" in key else "-")
   ax.set_xlabel("hard negative mining round (0: in-batch negatives only)")
   ax.set_ylabel("held-out recall")
   ax.set_xticks(x)
