@@ -36,6 +36,9 @@ def test_demo_on_a_real_dump(tmp_path, capsys):
   # Every system is scored on the same mentions.
   held = report["datasets"]["heldout"]["systems"]
   assert len({s["num_mentions"] for s in held.values()}) == 1
+  split = report["datasets"]["heldout"]["by_gold_seen_in_training"]
+  assert (split["seen"]["DEER"]["num_in_kb"] + split["unseen"]["DEER"]["num_in_kb"]
+          == report["datasets"]["heldout"]["num_in_kb"])
   if os.path.exists(KORE50):
     kore = report["datasets"]["KORE50_AIDA"]
     assert kore["num_nil"] == 4 and kore["num_mentions"] == 144
