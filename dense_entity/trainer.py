@@ -97,8 +97,18 @@ def restore_model(model_dir: str) -> Tuple[models.DualEncoder, config_lib.Experi
   if latest is None:
     raise FileNotFoundError(f"no checkpoint in {os.path.join(model_dir, CHECKPOINT_DIR)}")
   # Optimizer slots are in the checkpoint too; every model variable must be restored.
-  tf.train.Checkpoint(model=model).read(latest).expect_partial().assert_existing_objects_matched()
+  _restore_all(tf.train.Checkpoint(model=model).read(latest).expect_partial(), latest)
   return model, cfg
+
+
+def _restore_all(status, path: str) -> None:
+  """Raises ValueError naming `path` when the checkpoint lacks variables the program has."""
+  try:
+    status.assert_existing_objects_matched()
+  except AssertionError as e:
+    raise ValueError(
+        f"checkpoint {path} does not hold every variable of this model (written by another "
+        f"version of the program or another config?); train into a new model_dir. {e}") from e
 
 
 class Trainer:
@@ -154,7 +164,8 @@ class Trainer:
     self.manager = tf.train.CheckpointManager(
         self.checkpoint, os.path.join(model_dir, CHECKPOINT_DIR), max_to_keep=3)
     if self.manager.latest_checkpoint:
-      self.checkpoint.restore(self.manager.latest_checkpoint).assert_existing_objects_matched()
+      _restore_all(self.checkpoint.restore(self.manager.latest_checkpoint),
+                   self.manager.latest_checkpoint)
       logging.info("resumed from %s at step %d", self.manager.latest_checkpoint,
                    int(self.step.numpy()))
     self.train_files = data.record_files(extract_dir, schema.TRAIN_MENTIONS_PREFIX)

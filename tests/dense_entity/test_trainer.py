@@ -133,3 +133,17 @@ def test_the_same_span_is_told_apart_by_its_context(tmp_path):
       schema.MENTION_SENTENCE: tf.constant([rows[0][3], rows[1][3]])})
   best = np.argmax(np.asarray(mentions) @ np.asarray(encoded).T, axis=1)
   assert [titles[i] for i in best] == ["Port Alder", "Alder"]
+
+
+def test_checkpoint_missing_a_variable_is_a_clear_error(tmp_path):
+  # A checkpoint written without the mining round (an older version of the trainer) names
+  # itself instead of failing with TensorFlow's AssertionError.
+  extract, model_dir = str(tmp_path / "extract"), str(tmp_path / "model")
+  testutil.write_tiny_extraction(extract)
+  t = trainer_lib.Trainer(_cfg(5), extract, model_dir)
+  old = tf.train.Checkpoint(model=t.model, optimizer=t.optimizer, step=t.step)
+  manager = tf.train.CheckpointManager(
+      old, os.path.join(model_dir, trainer_lib.CHECKPOINT_DIR), max_to_keep=1)
+  manager.save(checkpoint_number=5)
+  with pytest.raises(ValueError, match="ckpt-5 does not hold every variable"):
+    trainer_lib.Trainer(_cfg(5), extract, model_dir)
