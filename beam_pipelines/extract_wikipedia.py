@@ -285,6 +285,31 @@ def pick_page(key_pages: Tuple[Tuple[int, str], Iterable[wikitext.Page]]) -> wik
                                    p.text, p.title))
 
 
+def _sentence_spans_of_mention_lines(text: str,
+                                     links: Sequence[wikitext.Link]) -> List[Tuple[int, int]]:
+  """mention_features_lib.sentence_spans(text), restricted to the lines holding a link.
+
+  Sentences never cross a line, so the spans of the other lines are never looked up by
+  mention_features; skipping them saves most of the sentence splitting on long pages.
+
+  Returns:
+    [(start, end)) character offsets into `text`, in text order.
+  """
+  spans: List[Tuple[int, int]] = []
+  done_until = -1  # end of the last line split (links come in text order)
+  for link in links:
+    if link.start < done_until:
+      continue
+    line_start = text.rfind("\n", 0, link.start) + 1
+    line_end = text.find("\n", link.start)
+    if line_end < 0:
+      line_end = len(text)
+    for start, end in mention_features_lib.sentence_spans(text[line_start:line_end]):
+      spans.append((line_start + start, line_start + end))
+    done_until = line_end
+  return spans
+
+
 class ParsePageFn(beam.DoFn):
   """Page -> tagged outputs: 'redirect' (title, target), 'article' (title, ArticleTuple) and
   'mention' (raw target, MentionTuple), the main output.
@@ -325,7 +350,7 @@ class ParsePageFn(beam.DoFn):
       return
     try:
       parsed = wikitext.parse_article(page.text, page.title)
-      sentences = (mention_features_lib.sentence_spans(parsed.text) if parsed.links else [])
+      sentences = _sentence_spans_of_mention_lines(parsed.text, parsed.links)
       mentions = []
       for index, link in enumerate(parsed.links):
         features = mention_features_lib.mention_features(parsed.text, link.start, link.end,
@@ -341,6 +366,11 @@ class ParsePageFn(beam.DoFn):
     for reason, n in sorted(parsed.dropped.items()):
       _count(f"links_dropped_{reason}", n)
     _count("links_kept", len(mentions))
+    by_source: Dict[str, int] = {}
+    for link in parsed.links:
+      by_source[link.source] = by_source.get(link.source, 0) + 1
+    for source, n in sorted(by_source.items()):
+      _count(f"links_kept_{source}", n)  # where the mentions were written (prose, table, ...)
     yield beam.pvalue.TaggedOutput(
         self.ARTICLE, (title, (page.page_id, parsed.first_paragraph, tuple(parsed.categories))))
     yield from mentions

@@ -17,6 +17,7 @@ import os
 import re
 import urllib.parse
 import xml.etree.ElementTree as ET
+import xml.sax.saxutils
 from typing import (BinaryIO, Callable, Dict, Iterator, List, Optional, Sequence, Tuple,
                     Union)
 
@@ -585,6 +586,15 @@ def redirect_target(page: Page) -> Optional[str]:
 # --------------------------------------------------------------------------------------------
 
 
+# Where a mention was found (Link.source): the article's prose, or the outermost non-prose
+# container holding it, rendered as lines of its own after the prose.
+SOURCE_PROSE = "prose"
+SOURCE_TABLE = "table"
+SOURCE_TEMPLATE = "template"
+SOURCE_CAPTION = "caption"
+SOURCE_GALLERY = "gallery"
+
+
 @dataclasses.dataclass(frozen=True)
 class Link:
   """A wikilink to a main-namespace page, as a mention in the plain text.
@@ -594,11 +604,17 @@ class Link:
     end: end offset (exclusive); text[start:end] == anchor.
     target: normalized target title ('#fragment' dropped; the page itself for '[[#Section]]').
     anchor: the rendered link text.
+    source: where the link was written: SOURCE_PROSE (running text, headings, lists), or the
+      outermost container around it: SOURCE_TABLE (a table cell), SOURCE_TEMPLATE (a template
+      parameter), SOURCE_CAPTION (a File:/Image: caption) or SOURCE_GALLERY (a <gallery>
+      line). A non-prose link lies after ParsedArticle.prose_end. Links in <ref> bodies
+      (citations) are never mentions (counted 'in_ref').
   """
   start: int
   end: int
   target: str
   anchor: str
+  source: str = SOURCE_PROSE
 
 
 @dataclasses.dataclass
@@ -606,28 +622,57 @@ class ParsedArticle:
   """An article rendered to plain text.
 
   Attributes:
-    text: plain text; one line per paragraph, heading or list item; single spaces.
-    links: main-namespace links in text order.
+    text: plain text; one line per paragraph, heading or list item; single spaces. The prose
+      comes first (text[:prose_end]); after it, each non-prose piece holding a mention (a table
+      cell, a template parameter, a caption, a gallery line) on its own line(s).
+    links: main-namespace links in text order (prose links first).
     categories: normalized category names (no prefix), unique, in page order.
-    first_paragraph: first prose paragraph of the lead section ('' when none).
-    dropped: links that are not mentions, counted by reason (e.g. 'category', 'file',
-      'in_file_caption', 'interlanguage', 'interwiki', 'other_namespace', 'empty',
-      'invalid_target', 'in_template', 'in_ref', 'in_table').
+    first_paragraph: first prose paragraph of the lead section ('' when none); never taken
+      from a non-prose piece.
+    dropped: links that are not mentions, counted by reason: 'category', 'file',
+      'interlanguage', 'interwiki', 'other_namespace', 'empty', 'invalid_target',
+      'empty_anchor', 'nested_link' (a link inside a link's or an external link's text),
+      'in_file_option' (a link in an image option MediaWiki does not show, e.g. alt=),
+      'in_ref' (in a <ref> body or <references>: citations are not training mentions),
+      'in_param_name' (a link in a template or parameter name), 'in_attribute' (in a tag's
+      attribute, e.g. '<ref name="[[X]]">'), 'in_other_tag' (inside
+      <math>, <timeline>, <imagemap>, <includeonly> and the like).
+    prose_end: length of the prose part of `text` (characters); == len(text) when no
+      non-prose piece holds a mention.
   """
   text: str
   links: List[Link]
   categories: List[str]
   first_paragraph: str
   dropped: Dict[str, int]
+  prose_end: int
 
 
-# Tags whose contents are not article text.
+# Tags whose contents are not prose. Tables, captions and galleries become pieces of their own
+# after the prose (_Renderer.tag); refs (citations) and the others are dropped, their links
+# counted.
 _DROP_TAGS = frozenset([
     "ref", "references", "math", "chem", "ce", "gallery", "timeline", "syntaxhighlight",
     "source", "score", "imagemap", "graph", "mapframe", "maplink", "templatedata", "hiero",
     "categorytree", "inputbox", "includeonly", "templatestyles", "indicator", "section",
     "charinsert", "table", "style", "script", "noscript", "caption",
 ])
+_PIECE_TAGS = {"table": SOURCE_TABLE, "caption": SOURCE_TABLE, "gallery": SOURCE_GALLERY}
+_REF_TAGS = frozenset(["ref", "references"])
+_CELL_TAGS = frozenset(["td", "th", "caption"])
+_ROW_TAGS = frozenset(["tr", "tbody", "thead", "tfoot"])
+# Image options of '[[File:..|..]]' and <gallery> lines (MediaWiki's img_* magic words, en);
+# the caption is the last part that is none of these.
+_IMAGE_KEYWORDS = frozenset([
+    "thumb", "thumbnail", "frame", "framed", "frameless", "border", "left", "right", "center",
+    "centre", "none", "upright", "baseline", "middle", "sub", "super", "sup", "top",
+    "text-top", "bottom", "text-bottom",
+])
+_IMAGE_KEYS = frozenset([
+    "alt", "link", "page", "upright", "lang", "class", "thumb", "thumbnail", "thumbtime",
+    "start", "end", "loop", "muted", "lossy", "disablecontrols", "border",
+])
+_IMAGE_SIZE = re.compile(r"^\d*(?:x\d*)?\s*px$")
 # Tags that start and end a line (block elements).
 _BLOCK_TAGS = frozenset([
     "p", "div", "blockquote", "center", "li", "ul", "ol", "dl", "dd", "dt", "h1", "h2", "h3",
@@ -654,6 +699,12 @@ _APOSTROPHES = re.compile(r"'{2,}")
 _WS = re.compile(r"(\s+)")
 _INVISIBLE = dict.fromkeys(map(ord, "\u00ad\u200b\u200c\u200d\u200e\u200f\u2060\ufeff"))
 _CLOSING_PUNCT = frozenset(".,;:!?)]")
+_ESCAPED_TAG = re.compile(r"&lt;/?(?:ref|br|references|small|sup|sub|div|span|nowiki)\b")
+# An HTML tag MediaWiki accepts, left as text by mwparserfromhell when it is not closed.
+_STRAY_TAG = re.compile(
+    r"</?(?:small|big|center|span|div|font|b|i|u|s|sup|sub|br|p|tt|code|em|strong|abbr|cite|"
+    r"del|ins|mark|q|blockquote|poem|ref|references|onlyinclude|noinclude)\b[^<>]*>",
+    re.IGNORECASE)
 _INDENTED_TABLE = re.compile(r"(?m)^:+[ \t]*(?=\{\|)")
 _PARENTHETICAL = re.compile(r"\s*\([^()]*\)\s*$")
 
@@ -662,6 +713,10 @@ def _apostrophes(match: "re.Match[str]") -> str:
   # '' italic, ''' bold, ''''' both; '''' is an apostrophe + bold; longer runs keep extras.
   n = len(match.group(0))
   return "'" if n == 4 else "'" * max(0, n - 5)
+
+
+def _stray_tag(match: "re.Match[str]") -> str:
+  return " " if match.group(0)[1:3].lower() == "br" else ""
 
 
 def pipe_trick(title: str) -> str:
@@ -733,6 +788,36 @@ class _Emitter:
 
   def text(self, s: str) -> None:
     """Appends raw text (whitespace collapsed)."""
+    if self._dropped and self._last == "(":
+      self._text_after_paren(s)
+      return
+    # Fast path, the same result as _text_after_paren without its '(' rules: the text is
+    # emitted in one part instead of word by word.
+    body = s.lstrip()
+    if len(body) != len(s):
+      if "\n" in s[:len(s) - len(body)]:
+        self._newline = True
+      else:
+        self._space = True
+    if not body:
+      return
+    core = body.rstrip()
+    trail = body[len(core):]
+    if "\n" in core:
+      core = "\n".join([" ".join(line.split()) for line in core.split("\n")
+                        if line and not line.isspace()])
+    else:
+      core = " ".join(core.split())
+    self._flush(core[0])
+    self._emit(core)
+    if trail:
+      if "\n" in trail:
+        self._newline = True
+      else:
+        self._space = True
+
+  def _text_after_paren(self, s: str) -> None:
+    """text() word by word, after a '(' followed by dropped markup."""
     for piece in _WS.split(s):
       if not piece:
         continue
@@ -780,6 +865,28 @@ class _Emitter:
   def dropped(self) -> None:
     self._dropped = True
 
+  def begin_piece(self) -> Tuple[int, int, str, int]:
+    """Starts a piece on a new line that never changes the text before it.
+
+    Returns:
+      The state to pass to `rollback` to remove the piece again.
+    """
+    state = (len(self._parts), self.length, self._last, len(self.list_lines))
+    self._newline = True
+    self._space = self._dropped = self._mark_line = False
+    self._protected = self.length
+    return state
+
+  def rollback(self, state: Tuple[int, int, str, int]) -> None:
+    """Removes everything emitted since `begin_piece` returned `state`."""
+    n_parts, length, last, n_lines = state
+    del self._parts[n_parts:]
+    del self.list_lines[n_lines:]
+    self.length = length
+    self._last = last
+    self._protected = length
+    self._space = self._newline = self._dropped = self._mark_line = False
+
   def value(self) -> str:
     return "".join(self._parts)
 
@@ -788,8 +895,59 @@ def _clean_inline(s: str) -> str:
   return " ".join(s.split())
 
 
+# Nodes that never hold a wikilink: a piece of only these is skipped without rendering.
+_PLAIN_NODES = (mw_nodes.Text, mw_nodes.HTMLEntity, mw_nodes.Comment)
+
+
+def _may_hold_links(nodes: Sequence) -> bool:
+  for node in nodes:
+    if not isinstance(node, _PLAIN_NODES):
+      return True
+  return False
+
+
+def _split_pipes(nodes: Sequence) -> List[List]:
+  """Splits a node list at the '|' of its top-level Text nodes (not inside links, templates).
+
+  Returns:
+    The parts, each a list of nodes (possibly empty); len >= 1.
+  """
+  parts: List[List] = [[]]
+  for node in nodes:
+    if isinstance(node, mw_nodes.Text) and "|" in node.value:
+      pieces = node.value.split("|")
+      if pieces[0]:
+        parts[-1].append(mw_nodes.Text(pieces[0]))
+      for piece in pieces[1:]:
+        parts.append([mw_nodes.Text(piece)] if piece else [])
+    else:
+      parts[-1].append(node)
+  return parts
+
+
+def _is_image_option(part: Sequence) -> bool:
+  """True for a part of '[[File:..|..]]' that MediaWiki reads as an image option."""
+  if len(part) != 1 or not isinstance(part[0], mw_nodes.Text):
+    # An option is plain text, except 'alt=' / 'link=' values, which may hold markup.
+    if part and isinstance(part[0], mw_nodes.Text) and "=" in part[0].value:
+      key = part[0].value.split("=", 1)[0].strip().lower()
+      return key in _IMAGE_KEYS
+    return False
+  value = part[0].value.strip()
+  if "=" in value:
+    return value.split("=", 1)[0].strip().lower() in _IMAGE_KEYS
+  lowered = value.lower()
+  return lowered in _IMAGE_KEYWORDS or bool(_IMAGE_SIZE.match(lowered))
+
+
 class _Renderer:
-  """Walks a mwparserfromhell tree and renders plain text, links and categories."""
+  """Walks a mwparserfromhell tree and renders plain text, links and categories.
+
+  Prose is rendered where it stands. Non-prose containers met on the way (tables, template
+  parameters, captions, gallery lines) are queued as pieces (`pending`) and
+  rendered after the prose by `render_pieces`, each on its own line(s); a piece that yields no
+  mention is removed again.
+  """
 
   def __init__(self, page_title: str):
     self.page_title = titles.normalize_title(page_title)
@@ -797,6 +955,8 @@ class _Renderer:
     self.categories: List[str] = []
     self.dropped: Dict[str, int] = {}
     self.lead_end: Optional[int] = None
+    self.source = SOURCE_PROSE  # where the nodes being walked come from
+    self.pending: List[Tuple[str, Sequence]] = []  # (source, nodes) of queued pieces
 
   def count(self, reason: str, n: int = 1) -> None:
     if n:
@@ -806,12 +966,39 @@ class _Renderer:
     """Counts the wikilinks inside a dropped node (they never become mentions)."""
     self.count(reason, str(node).count("[["))
 
+  def count_attribute_links(self, node) -> None:
+    """Counts the wikilinks in a tag's attributes ('<ref name="[[X]]">'); never shown."""
+    for attribute in node.attributes:
+      if attribute.value is not None and _may_hold_links(attribute.value.nodes):
+        self.count("in_attribute", _count_links(attribute.value.nodes))
+
+  def defer(self, source: str, nodes: Sequence) -> None:
+    """Queues `nodes` as a piece; inside a piece, the outermost source is kept."""
+    if _may_hold_links(nodes):
+      self.pending.append((source if self.source == SOURCE_PROSE else self.source, nodes))
+
+  def render_pieces(self, out: _Emitter) -> None:
+    """Renders the queued pieces (and the pieces queued meanwhile) after the text so far."""
+    i = 0
+    while i < len(self.pending):
+      self.source, nodes = self.pending[i]
+      i += 1
+      state = out.begin_piece()
+      n_links = len(self.links)
+      self.walk(nodes, out, mentions=True)
+      if len(self.links) == n_links:
+        out.rollback(state)
+    self.pending = []
+    self.source = SOURCE_PROSE
+
   def render_inline(self, code) -> str:
     """Renders a sub-tree (link text, heading) as one clean line; its links are not mentions."""
     if code is None:
       return ""
     sub = _Renderer(self.page_title)
     sub.categories = self.categories  # a category inside link text still counts
+    sub.pending = self.pending  # so do refs, tables, templates inside link text
+    sub.source = self.source
     out = _Emitter()
     sub.walk(code.nodes, out, mentions=False)
     for reason, n in sub.dropped.items():
@@ -828,6 +1015,8 @@ class _Renderer:
           value = _APOSTROPHES.sub(_apostrophes, value)
         if "__" in value:
           value = _BEHAVIOR_SWITCH.sub("", value)
+        if "<" in value:  # an unclosed '<small>' or a stray '</span>' stays text in the tree
+          value = _STRAY_TAG.sub(_stray_tag, value)
         out.text(value.translate(_INVISIBLE))
         continue
       skip = 0
@@ -848,7 +1037,7 @@ class _Renderer:
       elif isinstance(node, mw_nodes.Tag):
         self.tag(node, out, mentions)
       elif isinstance(node, mw_nodes.Heading):
-        if self.lead_end is None:
+        if self.lead_end is None and self.source == SOURCE_PROSE:
           self.lead_end = out.length
         out.line_break()
         self.walk(node.title.nodes, out, mentions)
@@ -860,23 +1049,33 @@ class _Renderer:
           out.text(str(node.url))
         else:
           out.dropped()
-      elif isinstance(node, mw_nodes.Template) and self.text_template(node, out, mentions):
-        continue
-      else:  # Template, Argument, Comment, and anything unknown
-        if isinstance(node, (mw_nodes.Template, mw_nodes.Argument)):
-          self.count_links_in(node, "in_template")
+      elif isinstance(node, mw_nodes.Template):
+        inline = self.text_template(node, out, mentions)
+        if inline is None:
+          out.dropped()
+        self.defer_template(node, inline or ())
+      elif isinstance(node, mw_nodes.Argument):
+        if node.default is not None:
+          self.defer(SOURCE_TEMPLATE, node.default.nodes)
+        out.dropped()
+      else:  # Comment, and anything unknown
         out.dropped()
 
-  def text_template(self, node, out: _Emitter, mentions: bool) -> bool:
-    """Renders the few inline templates whose output is plain prose; False for the rest."""
+  def text_template(self, node, out: _Emitter, mentions: bool) -> Optional[List[int]]:
+    """Renders the few inline templates whose output is plain prose.
+
+    Returns:
+      The indices (into node.params) of the parameters rendered here ([] for a constant
+      template); None for every other template (nothing rendered).
+    """
     name = " ".join(str(node.name).replace("_", " ").split()).lower()
     if name in _CONSTANT_TEMPLATES:
       out.text(_CONSTANT_TEMPLATES[name])
-      return True
+      return []
     rule = _TEXT_TEMPLATES.get(name)
     if rule is None:
-      return False
-    positional = [p.value for p in node.params if not p.showkey]
+      return None
+    positional = [i for i, p in enumerate(node.params) if not p.showkey]
     if rule == "first":
       chosen = positional[:1]
     elif rule == "second":
@@ -886,12 +1085,76 @@ class _Renderer:
     else:  # 'convert': value and unit
       chosen = positional[:2]
     if not chosen:
-      return False
-    for i, value in enumerate(chosen):
-      if i:
+      return None
+    for n, index in enumerate(chosen):
+      if n:
         out.space()
-      self.walk(value.nodes, out, mentions)
-    return True
+      self.walk(node.params[index].value.nodes, out, mentions)
+    return chosen
+
+  def defer_template(self, node, rendered: Sequence[int]) -> None:
+    """Queues every parameter value of a template (but `rendered` ones) as a piece."""
+    if not isinstance(node.name, str) and _may_hold_links(node.name.nodes):
+      self.count("in_param_name", _count_links(node.name.nodes))
+    for index, param in enumerate(node.params):
+      if param.showkey and _may_hold_links(param.name.nodes):
+        self.count("in_param_name", _count_links(param.name.nodes))
+      if index not in rendered:
+        self.defer(SOURCE_TEMPLATE, param.value.nodes)
+
+  def defer_table(self, node, source: str) -> None:
+    """Queues each cell (and caption) of a table as a piece; text outside cells as one more."""
+    stray: List = []
+
+    def visit(nodes: Sequence, top: bool) -> None:
+      for child in nodes:
+        if isinstance(child, mw_nodes.Tag):
+          name = str(child.tag).strip().lower()
+          if name in _CELL_TAGS or name in _ROW_TAGS:
+            if stray:
+              self.defer(source, list(stray))
+              stray.clear()
+            contents = [] if child.contents is None else child.contents.nodes
+            if child.attributes:
+              self.count_attribute_links(child)
+            if name in _ROW_TAGS:
+              visit(contents, False)
+              continue
+            if (top and child.wiki_markup == "|" and contents
+                and isinstance(contents[0], mw_nodes.Text)
+                and contents[0].value.startswith("+")):  # '|+ caption' read as a cell
+              contents = [mw_nodes.Text(contents[0].value[1:])] + list(contents[1:])
+            self.defer(source, contents)
+            continue
+        stray.append(child)
+
+    if node.contents is not None:
+      visit(node.contents.nodes, True)
+    if stray:
+      self.defer(source, stray)
+
+  def defer_gallery(self, node) -> None:
+    """Queues the caption of each '<gallery>' line ('File|options|caption') as a piece."""
+    if node.contents is None:
+      return
+    for line in str(node.contents).split("\n"):
+      if "[[" not in line:
+        continue
+      parts = _split_pipes(mwparserfromhell.parse(line, skip_style_tags=True).nodes)
+      self.defer_caption(parts[1:], SOURCE_GALLERY)
+
+  def defer_caption(self, parts: Sequence[Sequence], source: str) -> None:
+    """Queues the caption (the last part that is not an image option) as a piece."""
+    caption = None
+    for index in range(len(parts) - 1, -1, -1):
+      if not _is_image_option(parts[index]):
+        caption = index
+        break
+    for index, part in enumerate(parts):
+      if index == caption:
+        self.defer(source, part)
+      elif _may_hold_links(part):  # alt= text, or an earlier part MediaWiki ignores
+        self.count("in_file_option", _count_links(part))
 
   def tag(self, node, out: _Emitter, mentions: bool) -> None:
     markup = node.wiki_markup
@@ -899,10 +1162,23 @@ class _Renderer:
       out.line_break(list_item=True)
       return
     name = str(node.tag).strip().lower()
+    if node.attributes:
+      self.count_attribute_links(node)
     if name in _DROP_TAGS:
-      if not node.self_closing:
-        reason = {"table": "in_table", "ref": "in_ref"}.get(name, "in_other_tag")
-        self.count_links_in(node, reason)
+      if not node.self_closing and node.contents is not None:
+        source = _PIECE_TAGS.get(name)
+        if source == SOURCE_TABLE:
+          if name == "table":
+            self.defer_table(node, source)
+          else:
+            self.defer(source, node.contents.nodes)
+        elif source == SOURCE_GALLERY:
+          self.defer_gallery(node)
+        elif name in _REF_TAGS:
+          # Citations are not training mentions (bug bank wp-11): counted, never rendered.
+          self.count_links_in(node.contents, "in_ref")
+        else:
+          self.count_links_in(node, "in_other_tag")
       out.dropped()
       return
     if name == "br":
@@ -929,7 +1205,7 @@ class _Renderer:
     if kind == FILE and not leading_colon:
       self.count("file")
       if node.text is not None:
-        self.count("in_file_caption", len(_filter_links(node.text)))
+        self.defer_caption(_split_pipes(node.text.nodes), SOURCE_CAPTION)
       out.dropped()
       return False
     if kind == INTERLANGUAGE and not leading_colon:
@@ -978,17 +1254,16 @@ class _Renderer:
       return False
     start, end = out.atom(anchor)
     if mentions:
-      self.links.append(Link(start=start, end=end, target=target, anchor=anchor))
+      self.links.append(Link(start=start, end=end, target=target, anchor=anchor,
+                             source=self.source))
     else:
       self.count("nested_link")
     return True
 
 
-def _filter_links(code) -> list:
-  try:
-    return code.filter_wikilinks(recursive=True)
-  except (AttributeError, ValueError):
-    return []
+def _count_links(nodes: Sequence) -> int:
+  """Number of wikilinks written in `nodes` (any depth)."""
+  return sum(str(node).count("[[") for node in nodes if not isinstance(node, _PLAIN_NODES))
 
 
 def _is_prose(line: str) -> bool:
@@ -1017,27 +1292,47 @@ def parse_article(wikitext: str, page_title: str) -> ParsedArticle:
   """Renders an article's wikitext to plain text with its links, categories, first paragraph.
 
   Rules (MediaWiki rendering, reduced to what mention and entity features need):
-  - templates (any nesting), comments, tables, <ref> (and self-closing refs), <math>,
-    <gallery>, <timeline>, <syntaxhighlight>, <score> and similar are dropped with their
-    contents; links inside them are counted in `dropped`, never mentions;
-  - formatting ('' ''', <b>, <span>, ...) keeps its contents; <br> becomes a space; headings
-    and list items are lines of their own; HTML entities are decoded exactly once (a malformed
-    one like '&000nbsp;' stays as written) and NBSP becomes a plain space;
-  - '[[Category:X|key]]' (any case) adds 'X' to categories; '[[File:...]]' / Image: / Media:
-    render nothing (links in captions counted as 'in_file_caption'); '[[fr:X]]' renders
-    nothing; leading-colon, interwiki and other-namespace links render their text only;
+  - prose (paragraphs, headings, lists, formatting) is rendered where it stands: formatting
+    ('' ''', <b>, <span>, ...) keeps its contents; <br> becomes a space; headings and list
+    items are lines of their own; HTML entities are decoded exactly once (a malformed one like
+    '&000nbsp;' stays as written) and NBSP becomes a plain space; a few inline templates
+    ({{nowrap|..}}, {{lang|..}}, {{convert|..}}, ...) render their visible parameter;
+  - templates (any nesting), tables, <ref> bodies, File:/Image: captions and <gallery> lines
+    leave no trace in the prose (no name, parameter name, attribute or option, no '{{', '|');
+    instead, each template parameter value, table cell (header cells and '|+' captions too,
+    attributes left out), caption (the last part of '[[File:..|..]]' that is not an image
+    option like thumb, 220px, alt=) and gallery caption is rendered like prose as a piece of
+    its own, on its own line(s) after the prose, and kept only when it holds a mention;
+    pieces nested in pieces (a template in a cell) are pieces of their own too. So every
+    link outside <ref> becomes a mention once, and a mention's sentence and context (which
+    never cross a line) come only from its own piece;
+  - <ref> bodies (citations) are dropped with their contents and their links counted as
+    'in_ref': not training mentions (bug bank wp-11);
+  - comments, <math>, <timeline>, <imagemap>, <syntaxhighlight>, <score>, <includeonly> and
+    similar are dropped with their contents; links inside them are counted in `dropped`;
+  - '[[Category:X|key]]' (any case, anywhere) adds 'X' to categories; '[[File:...]]' / Image:
+    / Media: render nothing in place; '[[fr:X]]' renders nothing; leading-colon, interwiki
+    and other-namespace links render their text only;
   - a main-namespace link is a mention: anchor = piped text, or the title as written, or the
     pipe trick ('[[Pine Hill (Ohio)|]]' -> 'Pine Hill'); a link trail extends it
     ('[[bus]]es' -> 'buses'); '[[#Section|x]]' links to the page itself; '[[]]', '[[|x]]',
-    '[[ ]]' are not links.
+    '[[ ]]' are not links; a link inside another link's text is not a mention.
+
+  - wikitext that is still XML-escaped as a whole (no '<' anywhere, but an escaped tag like
+    '&lt;ref&gt;') is unescaped once first, so its refs are refs and not visible text.
 
   Args:
     wikitext: the page's wikitext (XML entities already decoded by the XML parser).
     page_title: the page's title (target of same-page section links).
 
   Returns:
-    ParsedArticle; for every link, text[link.start:link.end] == link.anchor.
+    ParsedArticle; for every link, text[link.start:link.end] == link.anchor. The first
+    paragraph comes from the prose only (text[:prose_end]).
   """
+  if "&lt;" in wikitext and "<" not in wikitext and _ESCAPED_TAG.search(wikitext):
+    # Wikitext saved still XML-escaped ('&lt;ref&gt;', '&quot;' for '<ref>', '"'): without a
+    # single real tag, an escaped <ref> or <br> is markup, not text meant to be shown.
+    wikitext = xml.sax.saxutils.unescape(wikitext, {"&quot;": '"', "&apos;": "'"})
   if ":{|" in wikitext:
     # MediaWiki accepts an indented table (':{|'); mwparserfromhell only sees '{|' at a line
     # start, so the indentation is removed before parsing.
@@ -1046,7 +1341,9 @@ def parse_article(wikitext: str, page_title: str) -> ParsedArticle:
   renderer = _Renderer(page_title)
   out = _Emitter()
   renderer.walk(code.nodes, out, mentions=True)
-  text = out.value()
-  first = _first_paragraph(text, renderer.lead_end, out.list_lines)
-  return ParsedArticle(text=text, links=renderer.links, categories=renderer.categories,
-                       first_paragraph=first, dropped=renderer.dropped)
+  prose_end = out.length
+  first = _first_paragraph(out.value(), renderer.lead_end, out.list_lines)
+  renderer.render_pieces(out)
+  return ParsedArticle(text=out.value(), links=renderer.links,
+                       categories=renderer.categories, first_paragraph=first,
+                       dropped=renderer.dropped, prose_end=prose_end)

@@ -106,9 +106,12 @@ def test_entities(run_output):
   out, _ = run_output
   entities = {e[schema.ENTITY_TITLE][0]: _single(e)
               for e in _read_records(out, schema.ENTITIES_PREFIX)}
-  # Not 'Cited Page' (link in a <ref>), 'Gull Sea' (in a template), 'Gull Point' (in a file
-  # caption), 'Loop A' (redirect loop), 'Portal:Trains' (namespace 100), redirects.
-  assert sorted(entities) == ["Lake Fen", "Ore River", "Port Alder", "Quarry Notes", "Zug"]
+  # Links in a template ('Gull Sea') and a file caption ('Gull Point') are mentions too, so
+  # their targets are entities. Not 'Cited Page' (a citation in a <ref>), 'Loop A' (redirect
+  # loop), 'Portal:Trains' (namespace 100), redirects.
+  assert sorted(entities) == ["Gull Point", "Gull Sea", "Lake Fen", "Ore River",
+                              "Port Alder", "Quarry Notes", "Zug"]
+  assert entities["Gull Sea"][schema.ENTITY_SOURCE] == ["link_target"]
   ore = entities["Ore River"]
   assert ore[schema.ENTITY_TEXT] == ("Ore River is a river that flows past Port Alder into "
                                      "Lake Fen.")
@@ -138,6 +141,9 @@ def test_mentions_split_and_features(run_output, inputs):
       ("10:2", "the stream", "Ore River"),
       # 10:3 'the loop' -> Loop A: a redirect loop, dropped
       ("10:4", "the port", "Port Alder"),
+      # After the prose: the infobox parameter, the ref body, the caption (their own lines).
+      ("10:5", "Gull Sea", "Gull Sea"),
+      ("10:6", "Gull Point", "Gull Point"),
       ("11:0", "river", "Ore River"),
       ("11:1", "Ore creek", "Ore River"),
       ("11:2", "Ore brook", "Ore River"),
@@ -149,6 +155,10 @@ def test_mentions_split_and_features(run_output, inputs):
   assert first[schema.MENTION_SENTENCE] == (
       "Ore River is a river that flows past [MASK] into Lake Fen.")
   assert first[schema.ENTITY_TEXT] == ("Port Alder is a harbor town on the river.")
+  caption = mentions["10:6"]
+  assert caption[schema.MENTION_SENTENCE] == "The river near [MASK]."
+  assert caption[schema.MENTION_LEFT] == "The river near"
+  assert mentions["10:5"][schema.MENTION_SENTENCE] == "[MASK]"  # the infobox parameter
   river = mentions["11:0"]
   assert river[schema.ENTITY_CATEGORIES] == ["Rivers", "Norland"]
   assert river[schema.ENTITY_TEXT].startswith("Ore River is a river")
@@ -162,8 +172,10 @@ def test_tables_and_stats(run_output, inputs):
     rows = [line.rstrip("\n").split("\t") for line in f]
   assert rows == sorted(rows)
   expected = {
-      "Ore River": [["lake fen", "Lake Fen", "1"], ["port alder", "Port Alder", "1"],
-                    ["the port", "Port Alder", "1"], ["the stream", "Ore River", "1"]],
+      "Ore River": [["gull point", "Gull Point", "1"],
+                    ["gull sea", "Gull Sea", "1"], ["lake fen", "Lake Fen", "1"],
+                    ["port alder", "Port Alder", "1"], ["the port", "Port Alder", "1"],
+                    ["the stream", "Ore River", "1"]],
       "Port Alder": [["its quays", "Port Alder", "1"], ["ore brook", "Ore River", "1"],
                      ["ore creek", "Ore River", "1"], ["river", "Ore River", "1"]],
   }
@@ -175,18 +187,22 @@ def test_tables_and_stats(run_output, inputs):
   assert stats["redirects_loop"] == 2
   assert stats["pages_other_namespace"] == 1
   assert stats["mentions_dropped_redirect_loop"] == 1
-  assert stats["links_dropped_in_file_caption"] == 1
-  assert stats["links_dropped_in_ref"] == 1
+  assert "links_dropped_in_file_caption" not in stats
+  assert stats["links_dropped_in_ref"] == 1 and "links_dropped_in_template" not in stats
+  assert stats["links_kept"] == 11  # 10 mentions + 'the loop' (dropped: redirect loop)
+  assert (stats["links_kept_prose"], stats["links_kept_template"],
+          stats["links_kept_caption"]) == (9, 1, 1)
+  assert "links_kept_ref" not in stats
   assert stats["links_dropped_interlanguage"] == 1
   assert stats["links_dropped_category"] == 2
   assert stats["descriptions_invalid"] == 1
-  assert stats["mentions_train"] + stats["mentions_heldout"] == 8
+  assert stats["mentions_train"] + stats["mentions_heldout"] == 10
   with open(os.path.join(out, schema.STATS_FILE), encoding="utf-8") as f:
     assert json.load(f) == stats
   with open(os.path.join(out, schema.MANIFEST_FILE), encoding="utf-8") as f:
     manifest = json.load(f)
   assert sorted(os.listdir(out)) == sorted(manifest["files"] + [schema.MANIFEST_FILE])
-  assert manifest["counts"][schema.ENTITIES_PREFIX] == 5
+  assert manifest["counts"][schema.ENTITIES_PREFIX] == 7
   assert manifest["heldout_fraction"] == inputs["fraction"]
   assert manifest["inputs"] == [inputs["dump"]]
 
@@ -201,7 +217,7 @@ def test_rerun_replaces_outputs_and_failure_leaves_no_manifest(inputs, tmp_path,
   assert "entities-00000-of-00001.tfrecord" not in second
   assert "entities-00001-of-00002.tfrecord" in second
   assert "mentions_heldout-00001-of-00002.tfrecord" in second  # empty shards exist too
-  assert len(_read_records(out, schema.ENTITIES_PREFIX)) == 4
+  assert len(_read_records(out, schema.ENTITIES_PREFIX)) == 6  # no descriptions here
 
   def broken(*args, **kwargs):
     raise RuntimeError("disk full")
@@ -233,7 +249,8 @@ def test_composite_with_test_pipeline(inputs, tmp_path):
     outputs = extract.build_pipeline(pipeline, [inputs["dump"]], str(tmp_path),
                                      heldout_fraction=0.0, num_shards=1)
     assert_that(outputs["entities"] | beam.Map(lambda e: e.title),
-                equal_to(["Lake Fen", "Ore River", "Port Alder", "Quarry Notes"]),
+                equal_to(["Gull Point", "Gull Sea", "Lake Fen", "Ore River",
+                          "Port Alder", "Quarry Notes"]),
                 label="EntityTitles")
     assert_that(outputs["redirects"],
                 equal_to([("Ore Stream", "Ore River"), ("Ore brook", "Ore River"),
