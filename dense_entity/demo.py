@@ -200,8 +200,8 @@ def run_demo(workspace: str, inputs: Optional[Sequence[str]] = None,
         trainer.set_hard_negatives(glob.glob(os.path.join(out, "hard_negatives-*")),
                                    mining_round, pairs)
       trainer.cfg.train.train_steps = target
-      with tqdm(total=steps_per_round, initial=min(max(0, step - target + steps_per_round), steps_per_round),
-                unit="step", desc="   training") as bar:
+      done = min(max(0, step - target + steps_per_round), steps_per_round)
+      with tqdm(total=steps_per_round, initial=done, unit="step", desc="   training") as bar:
         metrics = trainer.train(lambda n, m: bar.update(n))
       timings[f"mining_round_{mining_round}"] = time.time() - t
 
