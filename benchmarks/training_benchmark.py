@@ -4,7 +4,7 @@ Issue 4, item 5. Measures, in one run and on the same mentions:
 
 - ours: dense_entity.trainer.Trainer (the product's loop: in-batch softmax over the global
   batch under the chosen tf.distribute strategy, LazyOptimizer updating only the embedding rows
-  of the batch), with --hard_negative_fraction > 0 also the logistic hard-negative task;
+  of the batch), the softmax task only (round 0);
 - keras: the same model, loss and data with a stock Keras optimizer of the same kind (its
   update touches every row of the embedding table each step), on one device.
 
@@ -27,7 +27,7 @@ import resource
 import shutil
 import tempfile
 import time
-from typing import Dict, Optional
+from typing import Dict
 
 from absl import app
 from absl import flags
@@ -53,8 +53,7 @@ def _peak_rss_gib() -> float:
   return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
 
 
-def time_ours(cfg, extract_dir: str, strategy, steps: int, warmup: int,
-              hard_negatives: Optional[str] = None) -> Dict[str, float]:
+def time_ours(cfg, extract_dir: str, strategy, steps: int, warmup: int) -> Dict[str, float]:
   """Times Trainer.train over `steps` steps after `warmup` steps; returns seconds and steps."""
   from dense_entity import trainer as trainer_lib  # pylint: disable=g-import-not-at-top
   model_dir = tempfile.mkdtemp(prefix="train-bench-")

@@ -136,36 +136,31 @@ def evaluate_mentions(retrievers: Retrievers, features: Sequence[Dict[str, str]]
 def training_entities(extract_dir: str, redirects) -> set:
   """Normalized, redirect-resolved titles that are the gold entity of some training mention
   (the entity column of `alias_counts.tsv`, which counts training anchors only)."""
-  from dense_entity import titles as titles_lib  # pylint: disable=g-import-not-at-top
   seen = set()
   path = os.path.join(extract_dir, schema.ALIAS_COUNTS_FILE)
   with open(path, encoding="utf-8") as f:
     for line in f:
       parts = line.rstrip("\n").split("\t")
       if len(parts) == 3:
-        title = titles_lib.normalize_title(parts[1])
-        seen.add(titles_lib.resolve_redirect(title, redirects) or title)
+        seen.add(metrics.resolve_title(parts[1], redirects))
+  seen.discard(None)
   return seen
 
 
-def split_by_training_gold(features, gold, rankings, retrievers, extract_dir) -> dict:
+def split_by_training_gold(gold, rankings, retrievers, extract_dir) -> dict:
   """Recall of every system on held-out mentions whose gold entity is (seen) or is not
   (unseen) the gold of some training mention.
 
   A dual encoder generalises to unseen entities from their title and description alone (paper
   section 5.3); on a small dump most held-out gold entities are unseen, so this split tells
-  zero-shot retrieval apart from disambiguation among entities trained on.
+  zero-shot retrieval apart from disambiguation among entities trained on. Gold titles are
+  resolved as in scoring (metrics.resolve_title); unresolvable ones count as unseen.
   """
-  from dense_entity import titles as titles_lib  # pylint: disable=g-import-not-at-top
   seen_titles = training_entities(extract_dir, retrievers.redirects)
+  is_seen = [metrics.resolve_title(g, retrievers.redirects) in seen_titles for g in gold]
   out = {}
   for part in ("seen", "unseen"):
-    keep = []
-    for i, g in enumerate(gold):
-      t = titles_lib.normalize_title(g)
-      t = titles_lib.resolve_redirect(t, retrievers.redirects) or t
-      if (t in seen_titles) == (part == "seen"):
-        keep.append(i)
+    keep = [i for i, s in enumerate(is_seen) if s == (part == "seen")]
     out[part] = {name: metrics.score_rankings([rankings[name][i] for i in keep],
                                               [gold[i] for i in keep], retrievers.kb_titles,
                                               retrievers.redirects, KS)
@@ -196,7 +191,7 @@ def evaluate_workspace(root: str, dataset_specs: Sequence[str] = (), max_mention
     all_rankings = section.pop("_rankings")
     if name == "heldout":
       section["by_gold_seen_in_training"] = split_by_training_gold(
-          features, gold, all_rankings, retrievers, ws.extract)
+          gold, all_rankings, retrievers, ws.extract)
     rankings = all_rankings["DEER"]
     misses.extend(_deer_misses(name, features, gold, rankings, retrievers))
     report["datasets"][name] = section

@@ -175,8 +175,7 @@ class Trainer:
     self._train_fn = self._eval_fn = None
     self.negative_files: List[str] = []
     self.pair_batch_size = 0
-    self.num_train_mentions = num_train or sum(
-        1 for f in self.train_files for _ in tf.data.TFRecordDataset(f))
+    self._num_train_mentions = num_train
     self.last_heldout_auc = float("nan")
 
   # --- one step on one replica -------------------------------------------------------------
@@ -270,6 +269,15 @@ class Trainer:
       aucs.append(float(self.strategy.reduce(tf.distribute.ReduceOp.MEAN, auc, None)))
     self.last_heldout_auc = float(np.mean(aucs)) if aucs else float("nan")
     return float(np.mean(recalls)) if recalls else float("nan")
+
+  @property
+  def num_train_mentions(self) -> int:
+    """Training mentions: the extraction MANIFEST's count, else counted once, when first
+    asked (only hard negative training needs it)."""
+    if self._num_train_mentions is None:
+      self._num_train_mentions = sum(
+          1 for f in self.train_files for _ in tf.data.TFRecordDataset(f))
+    return self._num_train_mentions
 
   def set_hard_negatives(self, files: List[str], mining_round: int,
                          num_pairs: Optional[int] = None):

@@ -19,7 +19,7 @@ def test_split_by_training_gold(tmp_path):
   gold = ["Ore River", "Port Alder", "ore_Stream", "Port Alder"]
   ranked = [["Ore River"], ["Birch Cove", "Port Alder"], ["Birch Cove"], ["Port Alder"]]
   rankings = {name: ranked for name in evaluate.SYSTEMS}
-  split = evaluate.split_by_training_gold([{}] * 4, gold, rankings, retrievers, str(tmp_path))
+  split = evaluate.split_by_training_gold(gold, rankings, retrievers, str(tmp_path))
   seen, unseen = split["seen"]["DEER"], split["unseen"]["DEER"]
   assert seen["num_in_kb"] == 2 and unseen["num_in_kb"] == 2
   assert seen["recall@1"] == 0.5  # 'Ore River' found, 'ore_Stream' (= Ore River) not
