@@ -168,6 +168,37 @@ def split_by_training_gold(gold, rankings, retrievers, extract_dir) -> dict:
   return out
 
 
+def split_ambiguous_spans(features, gold, rankings, retrievers) -> dict:
+  """Recall on held-out mentions whose span the context has to disambiguate.
+
+  A mention is kept when its span is an alias of two or more entities in the training alias
+  table (AT-Prior's) and its gold entity is one of them ('Georgia' for the country or the U.S.
+  state). DEER is scored twice: as is, and with the mention's left context, right context and
+  sentence blanked ("DEER (no context)"); the difference is what the context adds (the paper's
+  Table 6 idea, measured instead of shown by examples).
+
+  Returns:
+    {"num_mentions": n, "systems": {system: metrics.score_rankings(...)}} with the SYSTEMS and
+    "DEER (no context)".
+  """
+  resolve = lambda t: metrics.resolve_title(t, retrievers.redirects)
+  keep = []
+  for i, (f, g) in enumerate(zip(features, gold)):
+    candidates = {resolve(t) for t in retrievers.alias_table.counts(f[schema.MENTION_SPAN])}
+    candidates.discard(None)
+    if len(candidates) >= 2 and resolve(g) in candidates:
+      keep.append(i)
+  subset_gold = [gold[i] for i in keep]
+  score = lambda ranked: metrics.score_rankings(ranked, subset_gold, retrievers.kb_titles,
+                                                retrievers.redirects, KS)
+  out = {"num_mentions": len(keep),
+         "systems": {name: score([rankings[name][i] for i in keep]) for name in SYSTEMS}}
+  blank = [dict(features[i], **{schema.MENTION_LEFT: "", schema.MENTION_RIGHT: "",
+                                 schema.MENTION_SENTENCE: ""}) for i in keep]
+  out["systems"]["DEER (no context)"] = score(retrievers.deer(blank)[0])
+  return out
+
+
 def evaluate_workspace(root: str, dataset_specs: Sequence[str] = (), max_mentions: int = 0,
                        index_kind: str = "brute_force") -> dict:
   """Evaluates all systems on the held-out mentions and on each dataset; writes the report.
@@ -192,6 +223,8 @@ def evaluate_workspace(root: str, dataset_specs: Sequence[str] = (), max_mention
     if name == "heldout":
       section["by_gold_seen_in_training"] = split_by_training_gold(
           gold, all_rankings, retrievers, ws.extract)
+      section["ambiguous_spans"] = split_ambiguous_spans(features, gold, all_rankings,
+                                                         retrievers)
     rankings = all_rankings["DEER"]
     misses.extend(_deer_misses(name, features, gold, rankings, retrievers))
     report["datasets"][name] = section
@@ -261,6 +294,16 @@ def format_markdown(report: dict) -> str:
         lines.append(f"| {system} | " + " | ".join(
             f"{split[part][system][f'recall@{k}']:.3f}" for part in ("seen", "unseen")
             for k in KS) + " |")
+      lines.append("")
+    ambiguous = section.get("ambiguous_spans")
+    if ambiguous and ambiguous["num_mentions"]:
+      lines += [f"In-KB recall on the {ambiguous['num_mentions']} mentions whose span is an alias "
+                "of two or more entities in the training alias table, gold among them (the "
+                "context has to decide); DEER (no context) blanks the contexts:", "",
+                "| system | " + " | ".join(f"R@{k}" for k in KS) + " |",
+                "|---|" + "---|" * len(KS)]
+      for system, s in ambiguous["systems"].items():
+        lines.append(f"| {system} | " + " | ".join(f"{s[f'recall@{k}']:.3f}" for k in KS) + " |")
       lines.append("")
   return "\n".join(lines)
 
