@@ -146,7 +146,8 @@ def main(argv):
     rows = m.num_buckets
     print(f"\npreset {FLAGS.preset}: {rows:,} embedding rows x {m.embedding_dim} "
           f"({rows * m.embedding_dim * 4 / 2**30:.2f} GiB float32), hidden {m.hidden_dim}, "
-          f"encoding {m.encoding_dim}, global batch {c.train.batch_size}, optimizer "
+          f"encoding {m.encoding_dim} + {m.context_match_dim} lexical, global batch "
+          f"{c.train.batch_size}, optimizer "
           f"{c.train.optimizer}")
     gpus = tf.config.list_logical_devices("GPU")
     print(f"devices: {len(gpus)} GPU(s) {[g.name for g in gpus]}, {os.cpu_count()} CPU cores; "

@@ -27,6 +27,11 @@ class ModelConfig:
     initial_scale: initial value of the learned cosine scale `a` of the softmax task.
     share_span_title_encoder: one feed-forward layer for the mention span and the entity
       title (not in the paper, which has one per feature).
+    context_match_dim: width of the lexical context-description channel appended to both
+      encodings (layers.ContextMatchEncoder; not in the paper); 0 leaves it out. Encodings are
+      then `encoding_dim + context_match_dim` wide.
+    context_match_weight: mixing weight w of that channel, in (0, 1): scores are
+      `(1 - w) * cos(learned) + w * cos(lexical)`.
   """
   num_buckets: int = 5_000_000
   embedding_dim: int = 300
@@ -36,6 +41,8 @@ class ModelConfig:
   encoding_dim: int = 300
   initial_scale: float = 10.0
   share_span_title_encoder: bool = False
+  context_match_dim: int = 0
+  context_match_weight: float = 0.25
 
 
 @dataclasses.dataclass
@@ -77,10 +84,12 @@ class ExperimentConfig:
 PRESETS = {
     # The paper's configuration (section 4): 5M buckets x 300-d, batch 100, SGD 0.9 / 0.01.
     "paper": ExperimentConfig(),
-    # Runs on 2 CPU cores in minutes: small tables, Adam for few steps.
+    # Runs on 2 CPU cores in minutes: small tables, Adam for few steps, and the lexical
+    # context-description channel (not in the paper; README, "Context").
     "small": ExperimentConfig(
         model=ModelConfig(num_buckets=1 << 18, embedding_dim=64, num_category_buckets=1 << 14,
-                          category_dim=32, hidden_dim=128, encoding_dim=64),
+                          category_dim=32, hidden_dim=128, encoding_dim=64,
+                          context_match_dim=128, context_match_weight=0.25),
         train=TrainConfig(batch_size=100, optimizer="adam", learning_rate=2e-3,
                           train_steps=2000, eval_every=500, eval_batches=10,
                           shuffle_buffer=50_000)),

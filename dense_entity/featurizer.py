@@ -104,9 +104,13 @@ class TextFeaturizer(keras.layers.Layer):
     return tf.ragged.map_flat_values(lookup, tokens)
 
   def call(self, texts) -> Tuple[tf.RaggedTensor, tf.RaggedTensor]:
+    return self.featurize(texts)[1:]
+
+  def featurize(self, texts) -> Tuple[tf.RaggedTensor, tf.RaggedTensor, tf.RaggedTensor]:
+    """Returns (tokens, unigram_ids, bigram_ids) of tf.string `[batch]` texts."""
     texts = tf.convert_to_tensor(texts, tf.string)
     tokens = tokenize(texts)
-    return (self.unigram_ids(tokens),
+    return (tokens, self.unigram_ids(tokens),
             tf.ragged.map_flat_values(self._hashed, bigrams(tokens)))
 
   def get_config(self):

@@ -143,3 +143,88 @@ class CompoundEncoder(keras.layers.Layer):
     config = super().get_config()
     config.update(hidden_dim=self.hidden_dim, output_dim=self.output_dim)
     return config
+
+
+@keras.saving.register_keras_serializable(package="dense_entity")
+class ContextMatchEncoder(keras.layers.Layer):
+  """A lexical channel shared by both towers: hashed TF-IDF vectors of context and description.
+
+  Not in Gillick et al. (2019). Their towers learn context-description matching from ~9M
+  mentions; trained on a few hundred Wikipedia articles they learn to match span and title and
+  barely use the context. This channel matches the words of the mention's (masked) sentence
+  against the words of the entity's title and first paragraph without having to learn it: both
+  texts become IDF-weighted bags of unigrams mapped to `dim` dimensions by the hashing trick
+  (Weinberger et al., 2009: each token adds +-idf to one bucket, bucket and sign from one
+  FarmHash of the token), L2-normalised, so their dot product approximates the TF-IDF cosine of the two
+  texts. It is concatenated with the learned encodings (`combine`), as Luan et al. (2021,
+  "Sparse, Dense, and Attentional Representations for Text Retrieval") concatenate sparse and
+  dense vectors, so one nearest-neighbour search ranks by
+  `(1 - w) * cos(learned) + w * cos(lexical)`.
+
+  The towers are trained with it, so the learned part learns what the lexical one leaves
+  over: on README's workspaces this gives higher held-out recall than adding the channel to
+  towers trained without it (all dumps: recall@1 0.719 vs 0.711). The mixing weight w is a
+  fixed hyper-parameter (0.25 in the small preset): learned by the softmax loss (tried on a
+  first version, whose entity side read the text only) it fell from 0.2 to 0.05 in 2,000 steps,
+  as the training mentions are memorised through span and title alone.
+
+  IDF weights live in a non-trainable variable indexed by the featurizer's unigram row ids
+  (`term_weights`, set once from the KB's entity texts by `set_document_frequencies`); a word
+  in no entity text weighs 0, since it cannot match any description.
+
+  Call:
+    unigram_ids: int ragged `[batch, (tokens)]`, rows of the shared table (TextFeaturizer).
+    tokens: tf.string ragged `[batch, (tokens)]`, the same tokens (hashed to buckets and signs).
+    Returns float32 `[batch, dim]`, L2-normalised (all zeros for a text with no weighted word).
+  """
+
+  def __init__(self, rows: int, dim: int, weight: float = 0.25, **kwargs):
+    super().__init__(**kwargs)
+    if dim <= 0 or not 0.0 < weight < 1.0:
+      raise ValueError(f"ContextMatchEncoder needs dim > 0 and 0 < weight < 1, got "
+                       f"dim={dim}, weight={weight}")
+    self.rows, self.dim, self.weight = int(rows), int(dim), float(weight)
+    self.term_weights = self.add_weight(name="term_weights", shape=(self.rows,),
+                                        initializer="zeros", trainable=False)
+
+  def call(self, unigram_ids, tokens):
+    ids = tf.cast(unigram_ids.flat_values, tf.int64)
+    table = self.term_weights.value if isinstance(self.term_weights, keras.Variable) else (
+        self.term_weights)
+    idf = tf.gather(table, ids)
+    # One FarmHash per token gives both its bucket (h mod dim) and its sign (h < dim).
+    hashed = tf.strings.to_hash_bucket_fast(tokens.flat_values, 2 * self.dim)
+    bucket = hashed % self.dim
+    sign = tf.where(hashed < self.dim, 1.0, -1.0)
+    rows = tf.cast(unigram_ids.value_rowids(), tf.int64)
+    segments = rows * self.dim + bucket
+    nrows = tf.cast(unigram_ids.nrows(), tf.int64)
+    summed = tf.math.unsorted_segment_sum(idf * sign, segments, nrows * self.dim)
+    return tf.math.l2_normalize(tf.reshape(summed, [-1, self.dim]), axis=-1, epsilon=1e-12)
+
+  def combine(self, dense: tf.Tensor, lexical: tf.Tensor) -> tf.Tensor:
+    """[sqrt(1 - w) * l2n(dense), sqrt(w) * lexical]: float32 `[batch, d + dim]`, norm <= 1."""
+    w = self.weight
+    dense = tf.math.l2_normalize(dense, axis=-1, epsilon=1e-12)
+    return tf.concat([(1.0 - w) ** 0.5 * dense, w ** 0.5 * lexical], axis=-1)
+
+  def set_document_frequencies(self, document_frequency, num_documents: int) -> None:
+    """Sets IDF weights log((1 + N) / (1 + df)) + 1 for rows with df > 0, and 0 elsewhere.
+
+    Args:
+      document_frequency: int `[rows]`, entity texts holding each unigram row.
+      num_documents: N, the number of entity texts counted.
+
+    Raises:
+      ValueError: when the shape is not `[rows]`.
+    """
+    df = tf.convert_to_tensor(document_frequency, tf.float32)
+    if df.shape != (self.rows,):
+      raise ValueError(f"document_frequency has shape {df.shape}, expected ({self.rows},)")
+    idf = tf.math.log((1.0 + num_documents) / (1.0 + df)) + 1.0
+    self.term_weights.assign(tf.where(df > 0, idf, tf.zeros_like(idf)))
+
+  def get_config(self):
+    config = super().get_config()
+    config.update(rows=self.rows, dim=self.dim, weight=self.weight)
+    return config

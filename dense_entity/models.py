@@ -33,10 +33,12 @@ class MentionEncoder(keras.layers.Layer):
 
   def __init__(self, text_featurizer: featurizer_lib.TextFeaturizer,
                embedding: layers.SharedEmbedding, model_config: config_lib.ModelConfig,
-               span_encoder: Optional[layers.BagOfNgramsEncoder] = None, **kwargs):
+               span_encoder: Optional[layers.BagOfNgramsEncoder] = None,
+               context_match: Optional[layers.ContextMatchEncoder] = None, **kwargs):
     super().__init__(**kwargs)
     self.text_featurizer = text_featurizer
     self.embedding = embedding
+    self.context_match = context_match
     c = model_config
     # Plain attributes, not a dict: TF checkpoints track attributes of Keras 3 layers, and
     # layers held in a dict would silently be left out of checkpoints.
@@ -56,13 +58,18 @@ class MentionEncoder(keras.layers.Layer):
     return self.feature_encoders[name](self.text_featurizer(texts))
 
   def call(self, features: Dict[str, tf.Tensor]) -> tf.Tensor:
+    tokens, *sentence_ids = self.text_featurizer.featurize(features[schema.MENTION_SENTENCE])
     context = self.context_encoder([
         self.encode_feature(schema.MENTION_LEFT, features[schema.MENTION_LEFT]),
         self.encode_feature(schema.MENTION_RIGHT, features[schema.MENTION_RIGHT]),
-        self.encode_feature(schema.MENTION_SENTENCE, features[schema.MENTION_SENTENCE]),
+        self.sentence_encoder(tuple(sentence_ids)),
     ])
     span = self.encode_feature(schema.MENTION_SPAN, features[schema.MENTION_SPAN])
-    return _l2_normalize(self.mention_encoder([context, span]))
+    encoding = self.mention_encoder([context, span])
+    if self.context_match is None:
+      return _l2_normalize(encoding)
+    # The lexical channel reads the (masked) sentence, so the span's own words do not count.
+    return self.context_match.combine(encoding, self.context_match(sentence_ids[0], tokens))
 
 
 @keras.saving.register_keras_serializable(package="dense_entity")
@@ -72,11 +79,13 @@ class EntityEncoder(keras.layers.Layer):
 
   def __init__(self, text_featurizer: featurizer_lib.TextFeaturizer,
                embedding: layers.SharedEmbedding, model_config: config_lib.ModelConfig,
-               title_encoder: Optional[layers.BagOfNgramsEncoder] = None, **kwargs):
+               title_encoder: Optional[layers.BagOfNgramsEncoder] = None,
+               context_match: Optional[layers.ContextMatchEncoder] = None, **kwargs):
     super().__init__(**kwargs)
     c = model_config
     self.text_featurizer = text_featurizer
     self.embedding = embedding
+    self.context_match = context_match
     self.category_featurizer = featurizer_lib.CategoryFeaturizer(c.num_category_buckets)
     self.title_encoder = title_encoder or layers.BagOfNgramsEncoder(embedding, c.hidden_dim,
                                                                     name="encode_title")
@@ -88,12 +97,21 @@ class EntityEncoder(keras.layers.Layer):
     self.entity_encoder = layers.CompoundEncoder(c.hidden_dim, c.encoding_dim, name="entity")
 
   def call(self, features: Dict[str, tf.Tensor]) -> tf.Tensor:
+    text_tokens, *text_ids = self.text_featurizer.featurize(features[schema.ENTITY_TEXT])
+    title_tokens, *title_ids = self.text_featurizer.featurize(features[schema.ENTITY_TITLE])
     description = self.description_encoder([
-        self.text_encoder(self.text_featurizer(features[schema.ENTITY_TEXT])),
+        self.text_encoder(tuple(text_ids)),
         self.category_encoder(self.category_featurizer(features[schema.ENTITY_CATEGORIES])),
     ])
-    title = self.title_encoder(self.text_featurizer(features[schema.ENTITY_TITLE]))
-    return _l2_normalize(self.entity_encoder([description, title]))
+    title = self.title_encoder(tuple(title_ids))
+    encoding = self.entity_encoder([description, title])
+    if self.context_match is None:
+      return _l2_normalize(encoding)
+    # Title and text (the tokens of 'title text'): an entity without a text is matched on the
+    # words of its title ('Georgia (U.S. state)': 'u', 's', 'state').
+    return self.context_match.combine(encoding, self.context_match(
+        tf.concat([title_ids[0], text_ids[0]], axis=1),
+        tf.concat([title_tokens, text_tokens], axis=1)))
 
 
 class DualEncoder(tf.Module):
@@ -128,10 +146,19 @@ class DualEncoder(tf.Module):
     if model_config.share_span_title_encoder:
       shared = layers.BagOfNgramsEncoder(self.embedding, model_config.hidden_dim,
                                          name="encode_span_and_title")
+    # Optionally a lexical context-description channel shared by both towers
+    # (config.ModelConfig.context_match_dim; layers.ContextMatchEncoder).
+    self.context_match = None
+    if model_config.context_match_dim > 0:
+      self.context_match = layers.ContextMatchEncoder(
+          self.text_featurizer.num_rows, model_config.context_match_dim,
+          model_config.context_match_weight, name="context_match")
     self.mention_encoder = MentionEncoder(self.text_featurizer, self.embedding, model_config,
-                                          span_encoder=shared, name="mention_encoder")
+                                          span_encoder=shared, context_match=self.context_match,
+                                          name="mention_encoder")
     self.entity_encoder = EntityEncoder(self.text_featurizer, self.embedding, model_config,
-                                        title_encoder=shared, name="entity_encoder")
+                                        title_encoder=shared, context_match=self.context_match,
+                                        name="entity_encoder")
     self.scale = tf.Variable(model_config.initial_scale, dtype=tf.float32, name="scale")
     self.hard_negative_scale = tf.Variable(model_config.initial_scale, dtype=tf.float32,
                                            name="hard_negative_scale")
@@ -139,6 +166,11 @@ class DualEncoder(tf.Module):
     # Build both towers so variables exist before checkpoints are restored.
     self.mention_encoder({name: tf.constant([""]) for name in schema.MENTION_FEATURES})
     self.entity_encoder({name: tf.constant([""]) for name in schema.ENTITY_FEATURES})
+
+  @property
+  def encoding_dim(self) -> int:
+    """Width of both towers' encodings: encoding_dim (+ context_match_dim when enabled)."""
+    return self.model_config.encoding_dim + max(self.model_config.context_match_dim, 0)
 
   def _init_vocabulary_rows(self, vectors):
     vectors = tf.convert_to_tensor(vectors, tf.float32)

@@ -36,6 +36,9 @@ flags.DEFINE_integer("batch_size", None, "Override the preset's global batch siz
 flags.DEFINE_float("learning_rate", None, "Override the preset's learning rate.")
 flags.DEFINE_integer("eval_every", None, "Override steps between evaluations/checkpoints.")
 flags.DEFINE_bool("share_span_title_encoder", None, "One encoder for span and title.")
+flags.DEFINE_integer("context_match_dim", None, "Width of the lexical context-description "
+                     "channel (layers.ContextMatchEncoder); 0 leaves it out.")
+flags.DEFINE_float("context_match_weight", None, "Mixing weight of that channel, in (0, 1).")
 flags.DEFINE_string("hard_negatives", None, "Directory of a mining round's output "
                     "(WS/negatives/round_N): train with the softmax and logistic tasks.")
 
@@ -48,6 +51,9 @@ def config_from_flags() -> config_lib.ExperimentConfig:
     cfg.vocab_size = FLAGS.vocab_size
   if FLAGS.share_span_title_encoder is not None:
     cfg.model.share_span_title_encoder = FLAGS.share_span_title_encoder
+  for name in ("context_match_dim", "context_match_weight"):
+    if getattr(FLAGS, name) is not None:
+      setattr(cfg.model, name, getattr(FLAGS, name))
   for name in ("train_steps", "batch_size", "learning_rate", "eval_every"):
     if getattr(FLAGS, name) is not None:
       setattr(cfg.train, name, getattr(FLAGS, name))

@@ -85,6 +85,32 @@ def make_optimizer(train_config: config_lib.TrainConfig) -> optimizers.LazyOptim
                                   momentum=train_config.momentum)
 
 
+def document_frequencies(text_featurizer, entity_files: List[str],
+                         batch_size: int = 1024) -> Tuple[np.ndarray, int]:
+  """Counts, for each unigram row of the shared table, the entities whose text holds it.
+
+  Args:
+    text_featurizer: the model's featurizer.TextFeaturizer (row ids as the model sees them).
+    entity_files: entity TFRecord shards (extraction output).
+    batch_size: entities featurized per batch.
+
+  Returns:
+    (df int64 `[num_rows]`, number of entities counted). An entity's text is its title and
+    first paragraph, as the entity tower's lexical channel reads it (models.EntityEncoder).
+  """
+  rows = text_featurizer.num_rows
+  df = np.zeros(rows, np.int64)
+  num_texts = 0
+  for batch in data.entity_dataset(entity_files, batch_size):
+    texts = tf.strings.join([batch[schema.ENTITY_TITLE], batch[schema.ENTITY_TEXT]], " ")
+    ids = text_featurizer(texts)[0]
+    num_texts += int(tf.math.count_nonzero(ids.row_lengths()))
+    # One count per (entity, row) pair, however often the word occurs in the text.
+    pairs = np.unique(ids.value_rowids().numpy() * rows + ids.flat_values.numpy())
+    df += np.bincount(pairs % rows, minlength=rows)
+  return df, num_texts
+
+
 def restore_model(model_dir: str) -> Tuple[models.DualEncoder, config_lib.ExperimentConfig]:
   """Rebuilds the dual encoder of `model_dir` and restores its latest checkpoint.
 
@@ -168,6 +194,14 @@ class Trainer:
                    self.manager.latest_checkpoint)
       logging.info("resumed from %s at step %d", self.manager.latest_checkpoint,
                    int(self.step.numpy()))
+    elif self.model.context_match is not None:
+      # IDF weights of the lexical channel come from the KB's entity texts, once; the
+      # checkpoint keeps them, so a resumed run and the export use the same weights.
+      df, n = document_frequencies(self.model.text_featurizer,
+                                   data.record_files(extract_dir, schema.ENTITIES_PREFIX))
+      self.model.context_match.set_document_frequencies(df, n)
+      logging.info("context match: IDF from %d entity texts, %d weighted rows", n,
+                   int(np.count_nonzero(df)))
     self.train_files = data.record_files(extract_dir, schema.TRAIN_MENTIONS_PREFIX)
     heldout = tf.io.gfile.glob(os.path.join(extract_dir, schema.HELDOUT_MENTIONS_PREFIX + "-*"))
     self.heldout_files = sorted(heldout)

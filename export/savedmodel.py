@@ -6,7 +6,10 @@ Each SavedModel has one signature, 'serving_default':
 - entity encoder: inputs `entity_title`, `entity_text`, `entity_categories` ('|'-joined
   category names), each tf.string `[batch]`;
 - output `encodings`: float32 `[batch, encoding_dim]`, L2-normalised (an input with no tokens at
-  all encodes to a finite vector, possibly zero).
+  all encodes to a finite vector, possibly zero). With the lexical context-description channel
+  (config.ModelConfig.context_match_dim) an encoding is [sqrt(1 - w) * learned, sqrt(w) *
+  lexical], of norm 1, or sqrt(1 - w) when its text holds no word of any entity's text; the
+  indexes normalise rows and queries, which leaves each query's ranking unchanged.
 Featurization is inside the graph (tensorflow-text ops), so a serving process needs only
 `import tensorflow_text` before loading; `load_encoder` does that.
 """
@@ -87,7 +90,7 @@ def export_encoders(model: models.DualEncoder, export_dir: str, extra: Dict = No
     manifest = {
         "model_fingerprint": _fingerprint([os.path.join(tmp, MENTION_ENCODER_DIR),
                                            os.path.join(tmp, ENTITY_ENCODER_DIR)]),
-        "encoding_dim": int(model.model_config.encoding_dim),
+        "encoding_dim": int(model.encoding_dim),
         "mention_inputs": list(schema.MENTION_FEATURES),
         "entity_inputs": list(schema.ENTITY_FEATURES),
         "output": OUTPUT_KEY,

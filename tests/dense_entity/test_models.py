@@ -2,6 +2,7 @@
 
 import keras
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from dense_entity import config
@@ -98,3 +99,82 @@ def test_lazy_adam_matches_dense_adam_on_touched_rows():
   opt.apply_gradients([(tf.IndexedSlices(tf.constant([[2.0]]), tf.constant([0])), table)])
   # First Adam step moves by lr * g / (|g| + eps) = 0.01 (bias-corrected).
   np.testing.assert_allclose(table.numpy()[:, 0], [-0.01, 0, 0], atol=1e-6)
+
+
+def _context_match(dim=256, weight=0.3, num_buckets=1 << 12):
+  """A ContextMatchEncoder over a TextFeaturizer, IDF set from three entity texts."""
+  feat = featurizer.TextFeaturizer(num_buckets)
+  layer = layers.ContextMatchEncoder(feat.num_rows, dim, weight)
+  texts = ["tbilisi is the capital of the country", "atlanta is the capital of the state",
+           "the element mercury"]
+  df = np.zeros(feat.num_rows, np.int64)
+  for row in feat(tf.constant(texts))[0].numpy():
+    df[np.unique(row)] += 1
+  layer.set_document_frequencies(df, len(texts))
+  return feat, layer
+
+
+def _lexical(feat, layer, texts):
+  tokens, unigrams, _ = feat.featurize(tf.constant(texts))
+  return layer(unigrams, tokens).numpy()
+
+
+def test_context_match_weights_words_by_idf_and_ignores_words_in_no_entity_text():
+  feat, layer = _context_match()
+  ids = feat(tf.constant(["tbilisi the zebra"]))[0].numpy()[0]
+  idf = layer.term_weights.numpy()[ids]
+  # 'tbilisi' is in 1 of 3 texts, 'the' in all 3, 'zebra' in none.
+  np.testing.assert_allclose(idf, [np.log(4 / 2) + 1, np.log(4 / 4) + 1, 0.0], rtol=1e-6)
+  vec = _lexical(feat, layer, ["tbilisi", "zebra giraffe", ""])
+  np.testing.assert_allclose(np.linalg.norm(vec, axis=-1), [1.0, 0.0, 0.0], atol=1e-6)
+
+
+def test_context_match_cosine_follows_shared_rare_words():
+  feat, layer = _context_match()
+  ctx = _lexical(feat, layer, ["[MASK] declared independence; its capital is tbilisi"])[0]
+  country, state = _lexical(feat, layer, ["tbilisi is the capital of the country",
+                                          "atlanta is the capital of the state"])
+  assert ctx @ country > ctx @ state + 0.2
+  # The hashing trick approximates the exact TF-IDF cosine (one token each: exact).
+  single = _lexical(feat, layer, ["tbilisi", "tbilisi tbilisi", "atlanta"])
+  np.testing.assert_allclose(single[0] @ single[1], 1.0, rtol=1e-6)
+  dot = abs(single[0] @ single[2])  # one bucket each: the same bucket or orthogonal
+  assert min(dot, abs(dot - 1.0)) < 1e-6
+
+
+def test_dual_encoder_appends_the_weighted_lexical_channel_to_both_encodings():
+  cfg = config.get_preset("tiny").model
+  cfg.context_match_dim, cfg.context_match_weight = 32, 0.3
+  model = models.DualEncoder(cfg)
+  model.context_match.set_document_frequencies(np.ones(model.text_featurizer.num_rows), 3)
+  mentions, entities = _mention_batch(), _entity_batch()
+  full_m = model.mention_encoder(mentions).numpy()
+  full_e = model.entity_encoder(entities).numpy()
+  assert full_m.shape[-1] == full_e.shape[-1] == model.encoding_dim == cfg.encoding_dim + 32
+  # Learned part: L2-normalised, times sqrt(1 - w).
+  for full in (full_m, full_e):
+    np.testing.assert_allclose(np.linalg.norm(full[:, :cfg.encoding_dim], axis=-1), 0.7 ** 0.5,
+                               rtol=1e-5)
+  # Lexical part, times sqrt(w): the mention's sentence; the entity's title and text.
+  lexical_m = _lexical(model.text_featurizer, model.context_match,
+                       [t.decode() for t in mentions[schema.MENTION_SENTENCE].numpy()])
+  titles_and_texts = [f"{a.decode()} {b.decode()}" for a, b in zip(
+      entities[schema.ENTITY_TITLE].numpy(), entities[schema.ENTITY_TEXT].numpy())]
+  lexical_e = _lexical(model.text_featurizer, model.context_match, titles_and_texts)
+  np.testing.assert_allclose(full_m[:, cfg.encoding_dim:], 0.3 ** 0.5 * lexical_m, atol=1e-6)
+  np.testing.assert_allclose(full_e[:, cfg.encoding_dim:], 0.3 ** 0.5 * lexical_e, atol=1e-6)
+  # So scores are 0.7 * cos(learned) + 0.3 * cos(lexical).
+  learned_m = full_m[:, :cfg.encoding_dim] / 0.7 ** 0.5
+  learned_e = full_e[:, :cfg.encoding_dim] / 0.7 ** 0.5
+  np.testing.assert_allclose(full_m @ full_e.T, 0.7 * learned_m @ learned_e.T
+                             + 0.3 * lexical_m @ lexical_e.T, atol=1e-5)
+
+
+def test_context_match_layer_config_round_trips_and_rejects_bad_settings():
+  layer = layers.ContextMatchEncoder(10, 4, 0.25)
+  assert type(layer).from_config(layer.get_config()).get_config() == layer.get_config()
+  for dim, weight in ((0, 0.3), (4, 0.0), (4, 1.0)):
+    with pytest.raises(ValueError, match="ContextMatchEncoder"):
+      layers.ContextMatchEncoder(10, dim, weight)
+  with pytest.raises(ValueError, match="expected \\(10,\\)"):
+    layer.set_document_frequencies(np.zeros(9), 1)

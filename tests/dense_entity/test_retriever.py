@@ -11,10 +11,12 @@ import tensorflow as tf
 
 from dense_entity import cli
 from dense_entity import config
+from dense_entity import data
 from dense_entity import mention_features
 from dense_entity import models
 from dense_entity import retriever as retriever_lib
 from dense_entity import schema
+from dense_entity import trainer
 from export import encode_entities
 from export import savedmodel
 from tests import testutil
@@ -29,10 +31,13 @@ def _entity_example(title, text, categories):
   return tf.train.Example(features=tf.train.Features(feature=feats))
 
 
-def build_tiny_workspace(root, kinds=("brute_force",), extra_entities=0, seed=3):
+def build_tiny_workspace(root, kinds=("brute_force",), extra_entities=0, seed=3,
+                         context_match_dim=0):
   """Writes WS/extract (tests.testutil's tiny extraction, plus `extra_entities` synthetic
   entities), exports a randomly initialised tiny model to WS/export and indexes the KB in
-  WS/index. No training: equality checks need only fixed weights. Returns the root (str)."""
+  WS/index. No training: equality checks need only fixed weights. With `context_match_dim`
+  the model has the lexical channel, its IDF weights set from the KB as training sets them.
+  Returns the root (str)."""
   root = str(root)
   extract = os.path.join(root, "extract")
   testutil.write_tiny_extraction(extract)
@@ -43,7 +48,12 @@ def build_tiny_workspace(root, kinds=("brute_force",), extra_entities=0, seed=3)
         w.write(_entity_example(f"Place {i:04d}", f"Place {i} is a village near hill {i % 17}.",
                                 [f"Villages {i % 5}"]).SerializeToString())
   tf.keras.utils.set_random_seed(seed)
-  model = models.DualEncoder(config.get_preset("tiny").model, ["ore", "lake", "river"])
+  model_config = config.get_preset("tiny").model
+  model_config.context_match_dim = context_match_dim
+  model = models.DualEncoder(model_config, ["ore", "lake", "river"])
+  if context_match_dim:
+    model.context_match.set_document_frequencies(*trainer.document_frequencies(
+        model.text_featurizer, data.record_files(extract, schema.ENTITIES_PREFIX)))
   savedmodel.export_encoders(model, os.path.join(root, "export"))
   encode_entities.encode_and_index(os.path.join(root, "export"), extract,
                                    os.path.join(root, "index"), kinds)

@@ -147,3 +147,29 @@ def test_checkpoint_missing_a_variable_is_a_clear_error(tmp_path):
   manager.save(checkpoint_number=5)
   with pytest.raises(ValueError, match="ckpt-5 does not hold every variable"):
     trainer_lib.Trainer(_cfg(5), extract, model_dir)
+
+
+def test_context_match_idf_comes_from_entity_texts_and_survives_resume_and_export(tmp_path):
+  from export import savedmodel  # pylint: disable=g-import-not-at-top
+  extract = str(tmp_path / "extract")
+  model_dir = str(tmp_path / "model")
+  num_entities = len(testutil.write_tiny_extraction(extract))
+  cfg = _cfg(10)
+  cfg.model.context_match_dim = 16
+  t = trainer_lib.Trainer(cfg, extract, model_dir)
+  featurize = lambda text: t.model.text_featurizer(tf.constant([text]))[0].numpy()[0]
+  idf = t.model.context_match.term_weights.numpy()
+  # 'switzerland' is in one entity's text (Zug), 'norland' in two (Ore River's text, Norland's
+  # title and text); 'fish' only in a mention context, so it can match no entity: weight 0.
+  np.testing.assert_allclose(idf[featurize("switzerland")], np.log((1 + num_entities) / 2) + 1,
+                             rtol=1e-6)
+  np.testing.assert_allclose(idf[featurize("norland")], np.log((1 + num_entities) / 3) + 1,
+                             rtol=1e-6)
+  assert idf[featurize("fish")][0] == 0.0
+  t.train()
+  resumed = trainer_lib.Trainer(_cfg(10), extract, model_dir)
+  np.testing.assert_array_equal(resumed.model.context_match.term_weights.numpy(), idf)
+  restored, _ = trainer_lib.restore_model(model_dir)  # what export.export_model loads
+  np.testing.assert_array_equal(restored.context_match.term_weights.numpy(), idf)
+  manifest = savedmodel.export_encoders(resumed.model, str(tmp_path / "export"))
+  assert manifest["encoding_dim"] == cfg.model.encoding_dim + 16
