@@ -15,7 +15,9 @@ def _demo(args):
                 heldout_fraction=args.heldout_fraction, preset=args.preset,
                 train_steps=args.train_steps, glove=args.glove, datasets=args.dataset,
                 mining_rounds=args.mining_rounds, steps_per_round=args.steps_per_round,
-                share_span_title_encoder=args.share_span_title_encoder)
+                share_span_title_encoder=args.share_span_title_encoder,
+                context_match_dim=args.context_match_dim,
+                context_match_weight=args.context_match_weight)
 
 
 class InputError(ValueError):
@@ -173,6 +175,11 @@ def build_parser() -> argparse.ArgumentParser:
   demo.add_argument("--share_span_title_encoder", action="store_true",
                     help="one feed-forward encoder for the mention span and the entity title "
                     "(not in the paper; helps entities unseen in training)")
+  demo.add_argument("--context_match_dim", type=int,
+                    help="width of the lexical context-description channel (not in the paper; "
+                    "the preset's value unless given; 0 leaves it out)")
+  demo.add_argument("--context_match_weight", type=float,
+                    help="mixing weight of that channel, in (0, 1)")
   demo.set_defaults(fn=_demo)
 
   link = sub.add_parser(

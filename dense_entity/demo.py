@@ -8,7 +8,8 @@
   5. evaluate  recall@1/@10/@100 of DEER, AT-Prior, AT-Ext, BM25 on the held-out mentions
   then, for each hard negative mining round (paper section 4.3): mine with the exported model
   (Beam), train on with softmax + logistic tasks, and repeat 3-5; recall after every round goes
-  to the report ("rounds") and to reports/recall_by_round.png (the paper's Figure 2).
+  to the report ("rounds") and to reports/recall_by_round.png (the paper's Figure 2); last, the
+  built-in context probes (dense_entity.context_probes; report key "context_probes").
 The default input is the real Wikipedia sample shipped in gensim's wheel, found at run time.
 """
 
@@ -74,6 +75,17 @@ def _export_and_index(trainer, ws, mining_round: int, kinds, verbose: bool = Fal
       print(f"   {kind}: {info['effective_kind']}, {info['index_bytes']} bytes")
 
 
+def _context_probes(ws) -> dict:
+  """Runs the built-in context probes (dense_entity.context_probes) on the workspace."""
+  from dense_entity import baselines  # pylint: disable=g-import-not-at-top
+  from dense_entity import context_probes  # pylint: disable=g-import-not-at-top
+  from dense_entity import retriever as retriever_lib  # pylint: disable=g-import-not-at-top
+  from dense_entity import schema  # pylint: disable=g-import-not-at-top
+  retriever = retriever_lib.EntityRetriever.load(ws.root)
+  redirects = baselines.load_redirects(os.path.join(ws.extract, schema.REDIRECTS_FILE))
+  return context_probes.run_probes(retriever, context_probes.DEFAULT_PROBES, redirects)
+
+
 def _stage(name):
   print(f"\n== {name}", flush=True)
   return time.time()
@@ -85,7 +97,9 @@ def run_demo(workspace: str, inputs: Optional[Sequence[str]] = None,
              glove: Optional[str] = None, datasets: Sequence[str] = (),
              index_kinds: Sequence[str] = ("brute_force", "ah", "ah_tree"),
              mining_rounds: int = 0, steps_per_round: int = 1000,
-             share_span_title_encoder: bool = False) -> dict:
+             share_span_title_encoder: bool = False,
+             context_match_dim: Optional[int] = None,
+             context_match_weight: Optional[float] = None) -> dict:
   """Runs extract, train, export, encode + index, evaluate into `workspace`.
 
   Args:
@@ -106,6 +120,8 @@ def run_demo(workspace: str, inputs: Optional[Sequence[str]] = None,
     mining_rounds: rounds of hard negative mining after round 0 (paper section 4.3).
     steps_per_round: training steps after each mining round.
     share_span_title_encoder: one encoder for span and title (config.ModelConfig).
+    context_match_dim, context_match_weight: the lexical context-description channel
+      (config.ModelConfig); the preset's values when None.
 
   Returns:
     The evaluation report (also in WS/reports/eval.json).
@@ -140,6 +156,10 @@ def run_demo(workspace: str, inputs: Optional[Sequence[str]] = None,
   if glove:
     cfg.glove_path = glove
   cfg.model.share_span_title_encoder = share_span_title_encoder
+  if context_match_dim is not None:
+    cfg.model.context_match_dim = context_match_dim
+  if context_match_weight is not None:
+    cfg.model.context_match_weight = context_match_weight
   trainer = trainer_lib.Trainer(cfg, ws.extract, ws.model)
   if train_steps is not None:
     # A resumed run keeps the config saved in model_dir; the step budget may still be raised.
@@ -227,9 +247,14 @@ def run_demo(workspace: str, inputs: Optional[Sequence[str]] = None,
           f"recall@100 {deer['recall@100']:.3f}")
   report["rounds"] = rounds
   evaluate.plot_rounds(rounds, os.path.join(ws.reports, evaluate.ROUNDS_FILE))
+  report["context_probes"] = _context_probes(ws)
   report["timings_seconds"] = timings
   with open(os.path.join(workspace, evaluate.REPORT_FILE), "w") as f:
     json.dump(report, f, indent=2, sort_keys=True)
   print(evaluate.format_table(report))
+  probes = report["context_probes"]
+  print(f"\ncontext probes (python -m dense_entity.context_probes --workspace {workspace}): "
+        f"{probes['probes_correct']}/{probes['probes_scored']} right; top-1 follows the context "
+        f"in {probes['groups_top1_differs']} of {probes['groups']} span pairs")
   print(f"\nreport: {os.path.join(workspace, evaluate.REPORT_FILE)}")
   return report

@@ -19,7 +19,7 @@ def test_demo_on_a_real_dump(tmp_path, capsys):
   ws = str(tmp_path / "ws")
   report = demo.run_demo(ws, [DUMP], heldout_fraction=0.3, preset="tiny", train_steps=30,
                          datasets=[f"aida:{KORE50}"] if os.path.exists(KORE50) else [],
-                         mining_rounds=1, steps_per_round=10)
+                         mining_rounds=1, steps_per_round=10, context_match_dim=16)
   printed = capsys.readouterr().out
   assert "DEER" in printed and "AT-Prior" in printed
 
@@ -39,6 +39,14 @@ def test_demo_on_a_real_dump(tmp_path, capsys):
   split = report["datasets"]["heldout"]["by_gold_seen_in_training"]
   assert (split["seen"]["DEER"]["num_in_kb"] + split["unseen"]["DEER"]["num_in_kb"]
           == report["datasets"]["heldout"]["num_in_kb"])
+  ambiguous = report["datasets"]["heldout"]["ambiguous_spans"]
+  # (This dump's held-out spans may all be unambiguous; the split itself is tested in
+  # tests/dense_entity/test_evaluate.py.)
+  assert ambiguous["num_mentions"] <= report["datasets"]["heldout"]["num_in_kb"]
+  assert set(ambiguous["systems"]) == set(report["systems"]) | {"DEER (no context)"}
+  # The built-in context probes ran (their golds are mostly not in this small KB).
+  probes = report["context_probes"]
+  assert len(probes["probes"]) == 16 and probes["groups"] <= 8
   if os.path.exists(KORE50):
     kore = report["datasets"]["KORE50_AIDA"]
     assert kore["num_nil"] == 4 and kore["num_mentions"] == 144
@@ -63,6 +71,7 @@ def test_demo_on_a_real_dump(tmp_path, capsys):
 
   # The indexes were built from this export's encodings.
   manifest = savedmodel.read_manifest(os.path.join(ws, "export"))
+  assert manifest["encoding_dim"] == 8 + 16  # tiny preset + the lexical channel
   with open(os.path.join(ws, "index", "indexes.json")) as f:
     assert json.load(f)["model_fingerprint"] == manifest["model_fingerprint"]
 

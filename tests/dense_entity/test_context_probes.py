@@ -1,0 +1,57 @@
+"""context_probes: pairs of contexts for one span, counted right and context-dependent."""
+
+import json
+
+import pytest
+
+from dense_entity import context_probes
+
+
+class _FakeRetriever:
+  """Answers by a word of the text: 'Tbilisi' -> the country, else the U.S. state."""
+
+  titles = ["Georgia (country)", "Georgia (U.S. state)", "Paris"]
+
+  def __init__(self):
+    self.asked = []
+
+  def retrieve(self, mentions, k):
+    self.asked.extend(mentions)
+    out = []
+    for text, start, end in mentions:
+      if text[start:end].lower() == "paris":
+        out.append([("Paris", 0.9)])
+      elif "Tbilisi" in text:
+        out.append([("Georgia (country)", 0.8)])
+      else:
+        out.append([("Georgia (U.S. state)", 0.7)])
+    return out
+
+
+def test_groups_count_context_dependent_and_correct_top1():
+  probes = [("Atlanta is in [[Georgia]].", "Georgia (U.S. state)"),
+            ("[[georgia]]'s capital is Tbilisi.", "Georgia_(country)"),
+            ("[[Paris]] is in France.", "Paris"),
+            ("[[Paris]] abducted Helen.", "Paris (mythology)"),  # not in the KB: not scored
+            ("[[Zug]] is small.", "Zug")]  # a group of one: not a pair
+  retriever = _FakeRetriever()
+  report = context_probes.run_probes(retriever, probes, redirects={})
+  assert retriever.asked[0] == ("Atlanta is in Georgia.", 14, 21)
+  assert [r["correct"] for r in report["probes"]] == [True, True, True, False, False]
+  assert [r["gold_in_kb"] for r in report["probes"]] == [True, True, True, False, False]
+  assert report["groups"] == 1  # Georgia; the Paris pair has a gold outside the KB
+  assert report["groups_top1_differs"] == 1 and report["groups_all_correct"] == 1
+  assert report["probes_scored"] == 3 and report["probes_correct"] == 3
+  assert "3/3 probes right" in context_probes.format_report(report)
+
+
+def test_default_probes_are_pairs_and_bad_files_name_the_line(tmp_path):
+  spans = [text[text.index("[[") + 2:text.index("]]")].casefold()
+           for text, _ in context_probes.DEFAULT_PROBES]
+  assert len(spans) % 2 == 0 and spans[::2] == spans[1::2]
+  path = tmp_path / "probes.jsonl"
+  path.write_text(json.dumps({"text": "[[A]] b", "gold": "A"}) + "\n\n" + '{"text": "x"}\n')
+  with pytest.raises(ValueError, match="probes.jsonl:3"):
+    context_probes.read_probes(str(path))
+  with pytest.raises(ValueError, match="probe 1 marks 2 mentions"):
+    context_probes.run_probes(_FakeRetriever(), [("[[a]] and [[b]]", "A")], {})
