@@ -119,8 +119,23 @@ def from_dict(d: dict) -> ExperimentConfig:
 CONFIG_FILE = "config.json"
 
 
+def validate(config: ExperimentConfig) -> None:
+  """Raises ValueError naming the first setting that cannot build a model."""
+  m = config.model
+  if m.context_match_dim < 0:
+    raise ValueError(f"context_match_dim must be >= 0 (0: no lexical channel), got "
+                     f"{m.context_match_dim}")
+  if m.context_match_dim and not 0.0 < m.context_match_weight < 1.0:
+    raise ValueError(f"context_match_weight must be in (0, 1), got {m.context_match_weight}")
+
+
 def save(config: ExperimentConfig, model_dir: str) -> str:
-  """Writes `model_dir/config.json` atomically; returns its path."""
+  """Writes `model_dir/config.json` atomically; returns its path.
+
+  Raises:
+    ValueError: from `validate`, before anything is written.
+  """
+  validate(config)
   tf.io.gfile.makedirs(model_dir)
   path = os.path.join(model_dir, CONFIG_FILE)
   tmp = path + ".tmp"

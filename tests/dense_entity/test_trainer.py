@@ -173,3 +173,14 @@ def test_context_match_idf_comes_from_entity_texts_and_survives_resume_and_expor
   np.testing.assert_array_equal(restored.context_match.term_weights.numpy(), idf)
   manifest = savedmodel.export_encoders(resumed.model, str(tmp_path / "export"))
   assert manifest["encoding_dim"] == cfg.model.encoding_dim + 16
+
+
+def test_bad_context_match_settings_are_refused_before_model_dir_is_written(tmp_path):
+  extract = str(tmp_path / "extract")
+  testutil.write_tiny_extraction(extract)
+  for dim, weight, message in ((-1, 0.25, "context_match_dim"), (16, 1.5, "context_match_weight")):
+    cfg = _cfg(5)
+    cfg.model.context_match_dim, cfg.model.context_match_weight = dim, weight
+    with pytest.raises(ValueError, match=message):
+      trainer_lib.Trainer(cfg, extract, str(tmp_path / "model"))
+    assert not (tmp_path / "model" / config.CONFIG_FILE).exists()
