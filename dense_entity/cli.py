@@ -41,10 +41,17 @@ def parse_link_input(line: str, where: str) -> Tuple[str, List[Tuple[int, int]],
     (plain text, [(start, end), ...], extra fields to echo: {"id": ...} or {}).
 
   Raises:
-    InputError: naming `where`, for malformed JSON, missing or mistyped fields, a span outside
-      the text, or no / bad `[[...]]` markers.
+    InputError: naming `where`, for bytes that are not UTF-8, malformed JSON, missing or
+      mistyped fields, a span outside the text or of whitespace only, or no / bad `[[...]]`
+      markers.
   """
   from dense_entity import retriever  # pylint: disable=g-import-not-at-top
+  try:
+    # Python reads undecodable stdin bytes as lone surrogates; they cannot reach the model.
+    line.encode("utf-8")
+  except UnicodeEncodeError as e:
+    raise InputError(f"{where}: not valid UTF-8 (undecodable bytes at characters "
+                     f"{e.start}-{e.end - 1})") from e
   extra = {}
   stripped = line.strip()
   if stripped.startswith("{"):
@@ -66,6 +73,8 @@ def parse_link_input(line: str, where: str) -> Tuple[str, List[Tuple[int, int]],
       if not 0 <= start < end <= len(text):
         raise InputError(f"{where}: span [{start}, {end}) is empty or outside a text of "
                          f"{len(text)} characters")
+      if not text[start:end].strip():
+        raise InputError(f"{where}: span [{start}, {end}) holds only whitespace")
       return text, [(start, end)], extra
   else:
     text = line

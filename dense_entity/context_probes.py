@@ -9,8 +9,11 @@ README hold. A probe whose gold is not in the KB is reported and not scored.
 
 Usage:
   python -m dense_entity.context_probes --workspace=WS [--probes=FILE.jsonl] [--index=brute_force]
+      [--output=PATH]
 FILE.jsonl: one {"text": "... [[span]] ...", "gold": "Title"} per line; consecutive lines with the
-same span (case-folded) form a group. Writes WS/reports/context_probes.json:
+same span (case-folded) form a group; a bad line is reported (file:line, exit status 2) before
+the model is loaded. Writes WS/reports/context_probes.json (built-in probes) or
+WS/reports/context_probes_<FILE>.json, or --output; exit status 1 when no gold is in the KB:
   {"probes": [{"text", "gold", "top1", "score", "correct", "gold_in_kb"}],
    "groups": n, "groups_top1_differs": n, "groups_all_correct": n, "probes_correct": n,
    "probes_scored": n}
@@ -19,7 +22,7 @@ same span (case-folded) form a group. Writes WS/reports/context_probes.json:
 import itertools
 import json
 import os
-from typing import Dict, List, Sequence
+from typing import Dict, List, Sequence, Tuple
 
 from absl import app
 from absl import flags
@@ -59,18 +62,48 @@ DEFAULT_PROBES = [
 ]
 
 
+def parse_probe(marked: str, gold, where: str) -> Tuple[str, int, int]:
+  """Returns (plain text, span start, span end) of a probe marking exactly one mention.
+
+  Raises:
+    ValueError: naming `where`, when the gold is not a non-empty string or the text does not
+      mark exactly one mention with [[...]] (dense_entity.cli.parse_link_input's rules).
+  """
+  from dense_entity import cli  # pylint: disable=g-import-not-at-top
+  if not isinstance(gold, str) or not gold.strip():
+    raise ValueError(f"{where}: \"gold\" must be a non-empty title string, got {gold!r}")
+  if not isinstance(marked, str):
+    raise ValueError(f"{where}: \"text\" must be a string, got {marked!r}")
+  text, marks, _ = cli.parse_link_input(marked, where)  # cli.InputError is a ValueError
+  if len(marks) != 1:
+    raise ValueError(f"{where}: marks {len(marks)} mentions, expected 1: {marked!r}")
+  return text, marks[0][0], marks[0][1]
+
+
 def read_probes(path: str) -> List[tuple]:
-  """Reads a probe JSONL file; raises ValueError naming the file and line of a bad record."""
+  """Reads and checks a probe JSONL file (module docstring), before any model is loaded.
+
+  Raises:
+    FileNotFoundError: when `path` does not exist.
+    ValueError: naming the file and line of a bad record, or the file when it holds none.
+  """
   probes = []
   with open(path, encoding="utf-8") as f:
     for n, line in enumerate(f, 1):
       if not line.strip():
         continue
+      where = f"{path}:{n}"
       try:
         record = json.loads(line)
-        probes.append((record["text"], record["gold"]))
-      except (ValueError, KeyError, TypeError) as e:
-        raise ValueError(f"{path}:{n}: expected {{\"text\": ..., \"gold\": ...}}: {e}") from e
+      except ValueError as e:
+        raise ValueError(f"{where}: not valid JSON: {e}") from e
+      if not isinstance(record, dict) or "text" not in record or "gold" not in record:
+        raise ValueError(f"{where}: expected an object {{\"text\": \"... [[span]] ...\", "
+                         f"\"gold\": \"Title\"}}, got {line.strip()[:80]!r}")
+      parse_probe(record["text"], record["gold"], where)
+      probes.append((record["text"], record["gold"]))
+  if not probes:
+    raise ValueError(f"{path}: no probes")
   return probes
 
 
@@ -88,15 +121,12 @@ def run_probes(retriever, probes: Sequence[tuple], redirects: Dict[str, str]) ->
     The report described in the module docstring.
 
   Raises:
-    ValueError: when a probe does not mark exactly one mention (names the probe).
+    ValueError: naming the probe, when it does not mark exactly one mention or its gold is not
+      a title string (parse_probe).
   """
-  from dense_entity import cli  # pylint: disable=g-import-not-at-top
   mentions, spans = [], []
-  for i, (marked, _) in enumerate(probes):
-    text, marks, _ = cli.parse_link_input(marked, f"probe {i + 1}")
-    if len(marks) != 1:
-      raise ValueError(f"probe {i + 1} marks {len(marks)} mentions, expected 1: {marked!r}")
-    start, end = marks[0]
+  for i, (marked, gold) in enumerate(probes):
+    text, start, end = parse_probe(marked, gold, f"probe {i + 1}")
     mentions.append((text, start, end))
     spans.append(text[start:end].casefold())
   results = retriever.retrieve(mentions, k=1)
@@ -139,27 +169,44 @@ def format_report(report: dict) -> str:
 
 def main(argv):
   del argv
+  import sys  # pylint: disable=g-import-not-at-top
   from dense_entity import baselines  # pylint: disable=g-import-not-at-top
   from dense_entity import retriever as retriever_lib  # pylint: disable=g-import-not-at-top
   from dense_entity import schema  # pylint: disable=g-import-not-at-top
   ws = FLAGS.workspace
-  probes = read_probes(FLAGS.probes) if FLAGS.probes else DEFAULT_PROBES
-  retriever = retriever_lib.EntityRetriever.load(ws, index_kind=FLAGS.index)
+  # Bad probes are reported before the model is loaded.
+  try:
+    probes = read_probes(FLAGS.probes) if FLAGS.probes else DEFAULT_PROBES
+  except (OSError, ValueError) as e:
+    print(f"context_probes: {e}", file=sys.stderr)
+    return 2
+  try:
+    retriever = retriever_lib.EntityRetriever.load(ws, index_kind=FLAGS.index)
+  except (OSError, ValueError) as e:
+    print(f"context_probes: cannot load {ws}: {e}", file=sys.stderr)
+    return 1
   redirects = baselines.load_redirects(os.path.join(ws, "extract", schema.REDIRECTS_FILE))
   report = run_probes(retriever, probes, redirects)
   print(format_report(report))
-  path = os.path.join(ws, REPORT)
-  os.makedirs(os.path.dirname(path), exist_ok=True)
+  if report["probes_scored"] == 0:
+    print("context_probes: no probe's gold entity is in this KB; nothing was scored",
+          file=sys.stderr)
+  path = FLAGS.output or os.path.join(ws, REPORT if not FLAGS.probes else os.path.join(
+      "reports", f"context_probes_{os.path.splitext(os.path.basename(FLAGS.probes))[0]}.json"))
+  os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
   with open(path + ".tmp", "w", encoding="utf-8") as f:
     json.dump(report, f, indent=2, ensure_ascii=False)
   os.replace(path + ".tmp", path)
   print(f"report: {path}")
+  return 0 if report["probes_scored"] else 1
 
 
 if __name__ == "__main__":
   flags.DEFINE_string("workspace", None, "A finished workspace (export and index).")
   flags.DEFINE_string("probes", None, "JSONL of probes; the built-in set when not given.")
   flags.DEFINE_string("index", "brute_force", "Index kind searched.")
+  flags.DEFINE_string("output", None, "Report path; default WS/reports/context_probes.json "
+                      "(built-in probes) or WS/reports/context_probes_<probes file name>.json.")
   flags.mark_flag_as_required("workspace")
   FLAGS = flags.FLAGS
   app.run(main)

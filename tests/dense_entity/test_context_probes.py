@@ -50,8 +50,34 @@ def test_default_probes_are_pairs_and_bad_files_name_the_line(tmp_path):
            for text, _ in context_probes.DEFAULT_PROBES]
   assert len(spans) % 2 == 0 and spans[::2] == spans[1::2]
   path = tmp_path / "probes.jsonl"
-  path.write_text(json.dumps({"text": "[[A]] b", "gold": "A"}) + "\n\n" + '{"text": "x"}\n')
-  with pytest.raises(ValueError, match="probes.jsonl:3"):
+  good = json.dumps({"text": "[[A]] b", "gold": "A"}) + "\n\n"
+  for bad, message in (('{"text": "x"}', "probes.jsonl:3: expected an object"),
+                       ('[1, 2]', "probes.jsonl:3: expected an object"),
+                       ('{"text": "[[A]] b"', "probes.jsonl:3: not valid JSON"),
+                       ('{"text": "[[A]] b", "gold": 5}', "probes.jsonl:3: \"gold\" must be"),
+                       ('{"text": "no mark", "gold": "A"}', "probes.jsonl:3: no mention marked"),
+                       ('{"text": "[[A]] [[B]]", "gold": "A"}', "probes.jsonl:3: marks 2")):
+    path.write_text(good + bad + "\n")
+    with pytest.raises(ValueError, match=message):
+      context_probes.read_probes(str(path))
+  path.write_text("\n")
+  with pytest.raises(ValueError, match="probes.jsonl: no probes"):
     context_probes.read_probes(str(path))
-  with pytest.raises(ValueError, match="probe 1 marks 2 mentions"):
+  with pytest.raises(ValueError, match="probe 1: marks 2 mentions"):
     context_probes.run_probes(_FakeRetriever(), [("[[a]] and [[b]]", "A")], {})
+
+
+def test_command_reports_bad_probes_and_workspaces_without_a_traceback(tmp_path):
+  import subprocess  # pylint: disable=g-import-not-at-top
+  import sys  # pylint: disable=g-import-not-at-top
+  bad = tmp_path / "bad.jsonl"
+  bad.write_text('{"text": "[[Georgia]]", "gold": 5}\n')
+  for args, status, message in (
+      (["--probes", str(bad)], 2, "bad.jsonl:1: \"gold\" must be"),
+      (["--probes", str(tmp_path / "missing.jsonl")], 2, "missing.jsonl"),
+      ([], 1, "cannot load")):
+    proc = subprocess.run([sys.executable, "-m", "dense_entity.context_probes",
+                           f"--workspace={tmp_path / 'nowhere'}", *args],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == status, proc.stderr[-1000:]
+    assert message in proc.stderr and "Traceback" not in proc.stderr

@@ -244,15 +244,19 @@ def test_link_reads_jsonl_and_text_from_stdin(workspace, retriever, capsys, monk
 
 
 def test_link_names_the_bad_lines_and_links_nothing(workspace, capsys, monkeypatch):
+  # Line 6: bytes that are not UTF-8, as Python's stdin decodes them (lone surrogates).
   lines = ["The [[Ore River]] meets the sea.", "no marker", "{\"text\": 3}",
-           "{\"text\": \"abc\", \"start\": 1, \"end\": 9}", "{not json"]
+           "{\"text\": \"abc\", \"start\": 1, \"end\": 9}", "{not json",
+           b"\xff\xfe[[Zug]]".decode("utf-8", "surrogateescape"),
+           "{\"text\": \"a b\", \"start\": 1, \"end\": 2}"]
   monkeypatch.setattr("sys.stdin", io.StringIO("\n".join(lines) + "\n"))
   assert cli.main(["link", "--workspace", workspace]) == 2
   captured = capsys.readouterr()
   assert captured.out == ""
   for message in ("line 2: no mention marked", "line 3: a JSON input needs",
                   "line 4: span [1, 9)", "line 5: starts with '{' but is not valid JSON",
-                  "4 bad input(s)"):
+                  "line 6: not valid UTF-8 (undecodable bytes at characters 0-1)",
+                  "line 7: span [1, 2) holds only whitespace", "6 bad input(s)"):
     assert message in captured.err
   assert "link: line 1:" not in captured.err
 
