@@ -87,21 +87,14 @@ def read_probes(path: str) -> List[tuple]:
     FileNotFoundError: when `path` does not exist.
     ValueError: naming the file and line of a bad record, or the file when it holds none.
   """
+  from dense_entity import fileio  # pylint: disable=g-import-not-at-top
   probes = []
-  with open(path, encoding="utf-8") as f:
-    for n, line in enumerate(f, 1):
-      if not line.strip():
-        continue
-      where = f"{path}:{n}"
-      try:
-        record = json.loads(line)
-      except ValueError as e:
-        raise ValueError(f"{where}: not valid JSON: {e}") from e
-      if not isinstance(record, dict) or "text" not in record or "gold" not in record:
-        raise ValueError(f"{where}: expected an object {{\"text\": \"... [[span]] ...\", "
-                         f"\"gold\": \"Title\"}}, got {line.strip()[:80]!r}")
-      parse_probe(record["text"], record["gold"], where)
-      probes.append((record["text"], record["gold"]))
+  for where, record in fileio.read_jsonl_objects(path):
+    if "text" not in record or "gold" not in record:
+      raise ValueError(f"{where}: expected an object {{\"text\": \"... [[span]] ...\", "
+                       f"\"gold\": \"Title\"}}, got the keys {sorted(record)}")
+    parse_probe(record["text"], record["gold"], where)
+    probes.append((record["text"], record["gold"]))
   if not probes:
     raise ValueError(f"{path}: no probes")
   return probes

@@ -22,11 +22,11 @@ Malformed input raises ValueError naming the file and the line (or record).
 
 import dataclasses
 import hashlib
-import json
 import os
 import re
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
+from dense_entity import fileio
 from dense_entity.mention_features import mention_features, sentence_spans
 
 NIL = "--NME--"
@@ -234,47 +234,37 @@ def load_jsonl(path: str) -> List[EvalMention]:
   """
   mentions: List[EvalMention] = []
   name = os.path.basename(path)
-  with open(path, encoding="utf-8") as f:
-    for line_number, line in enumerate(f, 1):
-      if not line.strip():
-        continue
-      where = f"{path}:{line_number}"
-      try:
-        record = json.loads(line)
-      except json.JSONDecodeError as e:
-        raise ValueError(f"{where}: invalid JSON: {e}") from None
-      if not isinstance(record, dict):
-        raise ValueError(f"{where}: expected a JSON object, got {type(record).__name__}")
-      text = record.get("text")
-      if not isinstance(text, str):
-        raise ValueError(f'{where}: "text" must be a string')
-      doc_id = record.get("id", f"{name}:{line_number}")
-      if not isinstance(doc_id, (str, int)) or isinstance(doc_id, bool):
-        raise ValueError(f'{where}: "id" must be a string')
-      doc_mentions = record.get("mentions")
-      if not isinstance(doc_mentions, list):
-        raise ValueError(f'{where}: "mentions" must be a list')
-      for i, m in enumerate(doc_mentions):
-        at = f"{where}: mention {i}"
-        if not isinstance(m, dict):
-          raise ValueError(f"{at}: expected a JSON object")
-        start, end = m.get("start"), m.get("end")
-        for key, value in (("start", start), ("end", end)):
-          if not isinstance(value, int) or isinstance(value, bool):
-            raise ValueError(f'{at}: "{key}" must be an integer, got {value!r}')
-        _check_span(text, start, end, at)
-        if "entity" not in m:
-          raise ValueError(f'{at}: missing "entity" (use "{NIL}" or null for NIL)')
-        entity = m["entity"]
-        if entity is None:
-          entity = NIL
-        if not isinstance(entity, str):
-          raise ValueError(f'{at}: "entity" must be a string or null, got {entity!r}')
-        surface = m.get("mention")
-        if isinstance(surface, str) and surface != text[start:end]:
-          raise ValueError(f'{at}: "mention" {surface!r} differs from text[{start}:{end}] = '
-                           f"{text[start:end]!r}")
-        mentions.append(EvalMention(str(doc_id), text, start, end, entity))
+  for where, record in fileio.read_jsonl_objects(path):
+    text = record.get("text")
+    if not isinstance(text, str):
+      raise ValueError(f'{where}: "text" must be a string')
+    doc_id = record.get("id", f"{name}:{where.rsplit(':', 1)[1]}")
+    if not isinstance(doc_id, (str, int)) or isinstance(doc_id, bool):
+      raise ValueError(f'{where}: "id" must be a string')
+    doc_mentions = record.get("mentions")
+    if not isinstance(doc_mentions, list):
+      raise ValueError(f'{where}: "mentions" must be a list')
+    for i, m in enumerate(doc_mentions):
+      at = f"{where}: mention {i}"
+      if not isinstance(m, dict):
+        raise ValueError(f"{at}: expected a JSON object")
+      start, end = m.get("start"), m.get("end")
+      for key, value in (("start", start), ("end", end)):
+        if not isinstance(value, int) or isinstance(value, bool):
+          raise ValueError(f'{at}: "{key}" must be an integer, got {value!r}')
+      _check_span(text, start, end, at)
+      if "entity" not in m:
+        raise ValueError(f'{at}: missing "entity" (use "{NIL}" or null for NIL)')
+      entity = m["entity"]
+      if entity is None:
+        entity = NIL
+      if not isinstance(entity, str):
+        raise ValueError(f'{at}: "entity" must be a string or null, got {entity!r}')
+      surface = m.get("mention")
+      if isinstance(surface, str) and surface != text[start:end]:
+        raise ValueError(f'{at}: "mention" {surface!r} differs from text[{start}:{end}] = '
+                         f"{text[start:end]!r}")
+      mentions.append(EvalMention(str(doc_id), text, start, end, entity))
   return mentions
 
 

@@ -1,8 +1,10 @@
-"""Publishing a finished output directory in place of an older one."""
+"""Publishing a finished output directory in place of an older one; reading JSONL objects."""
 
+import json
 import os
 import shutil
 import uuid
+from typing import Iterator, Tuple
 
 
 def replace_directory(finished_dir: str, directory: str) -> None:
@@ -19,3 +21,24 @@ def replace_directory(finished_dir: str, directory: str) -> None:
   os.rename(finished_dir, directory)
   if backup:
     shutil.rmtree(backup, ignore_errors=True)
+
+
+def read_jsonl_objects(path: str) -> Iterator[Tuple[str, dict]]:
+  """Yields ('PATH:LINE', object) for each non-blank line of a JSONL file.
+
+  Raises:
+    FileNotFoundError: when `path` does not exist.
+    ValueError: naming the file and line, for invalid JSON or a value that is not an object.
+  """
+  with open(path, encoding="utf-8") as f:
+    for line_number, line in enumerate(f, 1):
+      if not line.strip():
+        continue
+      where = f"{path}:{line_number}"
+      try:
+        record = json.loads(line)
+      except json.JSONDecodeError as e:
+        raise ValueError(f"{where}: invalid JSON: {e}") from None
+      if not isinstance(record, dict):
+        raise ValueError(f"{where}: expected a JSON object, got {type(record).__name__}")
+      yield where, record

@@ -52,8 +52,8 @@ def test_default_probes_are_pairs_and_bad_files_name_the_line(tmp_path):
   path = tmp_path / "probes.jsonl"
   good = json.dumps({"text": "[[A]] b", "gold": "A"}) + "\n\n"
   for bad, message in (('{"text": "x"}', "probes.jsonl:3: expected an object"),
-                       ('[1, 2]', "probes.jsonl:3: expected an object"),
-                       ('{"text": "[[A]] b"', "probes.jsonl:3: not valid JSON"),
+                       ('[1, 2]', "probes.jsonl:3: expected a JSON object, got list"),
+                       ('{"text": "[[A]] b"', "probes.jsonl:3: invalid JSON"),
                        ('{"text": "[[A]] b", "gold": 5}', "probes.jsonl:3: \"gold\" must be"),
                        ('{"text": "no mark", "gold": "A"}', "probes.jsonl:3: no mention marked"),
                        ('{"text": "[[A]] [[B]]", "gold": "A"}', "probes.jsonl:3: marks 2")):
