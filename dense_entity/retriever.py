@@ -33,7 +33,9 @@ Mention = Union[Tuple[str, int, int], Mapping[str, str]]
 
 OPEN_MARK = "[["
 CLOSE_MARK = "]]"
-_MARK = re.compile(r"\[\[|\]\]")
+# An opening marker is the last two brackets of a run ('[[[X]]]' marks 'X' inside literal
+# brackets, as MediaWiki renders it); a closing one the first two.
+_MARK = re.compile(r"\[\[(?!\[)|\]\]")
 
 DEFAULT_BATCH_SIZE = 256
 

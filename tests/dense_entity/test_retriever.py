@@ -82,6 +82,8 @@ TEXTS = [
 def test_parse_marked_returns_plain_text_and_span():
   text, start, end = retriever_lib.parse_marked("[[Phoenix]] once again played a late night show")
   assert (text, start, end) == ("Phoenix once again played a late night show", 0, 7)
+  text, start, end = retriever_lib.parse_marked("[[[Georgia]]] (the country)")
+  assert (text, text[start:end]) == ("[Georgia] (the country)", "Georgia")
   text, start, end = retriever_lib.parse_marked("They met in [[ Port Alder ]].")
   assert text == "They met in  Port Alder ." and text[start:end] == "Port Alder"
 
