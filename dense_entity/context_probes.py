@@ -89,7 +89,8 @@ def read_probes(path: str) -> List[tuple]:
   """
   from dense_entity import fileio  # pylint: disable=g-import-not-at-top
   probes = []
-  for where, record in fileio.read_jsonl_objects(path):
+  for line_number, record in fileio.read_jsonl_objects(path):
+    where = f"{path}:{line_number}"
     if "text" not in record or "gold" not in record:
       raise ValueError(f"{where}: expected an object {{\"text\": \"... [[span]] ...\", "
                        f"\"gold\": \"Title\"}}, got the keys {sorted(record)}")

@@ -234,11 +234,12 @@ def load_jsonl(path: str) -> List[EvalMention]:
   """
   mentions: List[EvalMention] = []
   name = os.path.basename(path)
-  for where, record in fileio.read_jsonl_objects(path):
+  for line_number, record in fileio.read_jsonl_objects(path):
+    where = f"{path}:{line_number}"
     text = record.get("text")
     if not isinstance(text, str):
       raise ValueError(f'{where}: "text" must be a string')
-    doc_id = record.get("id", f"{name}:{where.rsplit(':', 1)[1]}")
+    doc_id = record.get("id", f"{name}:{line_number}")
     if not isinstance(doc_id, (str, int)) or isinstance(doc_id, bool):
       raise ValueError(f'{where}: "id" must be a string')
     doc_mentions = record.get("mentions")

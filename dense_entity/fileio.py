@@ -23,22 +23,22 @@ def replace_directory(finished_dir: str, directory: str) -> None:
     shutil.rmtree(backup, ignore_errors=True)
 
 
-def read_jsonl_objects(path: str) -> Iterator[Tuple[str, dict]]:
-  """Yields ('PATH:LINE', object) for each non-blank line of a JSONL file.
+def read_jsonl_objects(path: str) -> Iterator[Tuple[int, dict]]:
+  """Yields (line number, object) for each non-blank line of a JSONL file (lines from 1).
 
   Raises:
     FileNotFoundError: when `path` does not exist.
-    ValueError: naming the file and line, for invalid JSON or a value that is not an object.
+    ValueError: naming 'PATH:LINE', for invalid JSON or a value that is not an object.
   """
   with open(path, encoding="utf-8") as f:
     for line_number, line in enumerate(f, 1):
       if not line.strip():
         continue
-      where = f"{path}:{line_number}"
       try:
         record = json.loads(line)
       except json.JSONDecodeError as e:
-        raise ValueError(f"{where}: invalid JSON: {e}") from None
+        raise ValueError(f"{path}:{line_number}: invalid JSON: {e}") from None
       if not isinstance(record, dict):
-        raise ValueError(f"{where}: expected a JSON object, got {type(record).__name__}")
-      yield where, record
+        raise ValueError(f"{path}:{line_number}: expected a JSON object, got "
+                         f"{type(record).__name__}")
+      yield line_number, record
