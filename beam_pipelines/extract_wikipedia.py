@@ -23,6 +23,7 @@ directory inside DIR and moved into place only after the pipeline succeeded, so 
 leaves no MANIFEST.json.
 """
 
+import collections
 import dataclasses
 import datetime
 import hashlib
@@ -366,9 +367,7 @@ class ParsePageFn(beam.DoFn):
     for reason, n in sorted(parsed.dropped.items()):
       _count(f"links_dropped_{reason}", n)
     _count("links_kept", len(mentions))
-    by_source: Dict[str, int] = {}
-    for link in parsed.links:
-      by_source[link.source] = by_source.get(link.source, 0) + 1
+    by_source = collections.Counter(link.source for link in parsed.links)
     for source, n in sorted(by_source.items()):
       _count(f"links_kept_{source}", n)  # where the mentions were written (prose, table, ...)
     yield beam.pvalue.TaggedOutput(

@@ -158,14 +158,17 @@ def split_by_training_gold(gold, rankings, retrievers, extract_dir) -> dict:
   """
   seen_titles = training_entities(extract_dir, retrievers.redirects)
   is_seen = [metrics.resolve_title(g, retrievers.redirects) in seen_titles for g in gold]
-  out = {}
-  for part in ("seen", "unseen"):
-    keep = [i for i, s in enumerate(is_seen) if s == (part == "seen")]
-    out[part] = {name: metrics.score_rankings([rankings[name][i] for i in keep],
-                                              [gold[i] for i in keep], retrievers.kb_titles,
-                                              retrievers.redirects, KS)
-                 for name in SYSTEMS}
-  return out
+  return {part: _score_subset([i for i, s in enumerate(is_seen) if s == (part == "seen")],
+                              gold, rankings, retrievers)
+          for part in ("seen", "unseen")}
+
+
+def _score_subset(keep: Sequence[int], gold, rankings, retrievers) -> dict:
+  """{system: metrics.score_rankings} of every system on the mentions at indices `keep`."""
+  subset_gold = [gold[i] for i in keep]
+  return {name: metrics.score_rankings([ranked[i] for i in keep], subset_gold,
+                                       retrievers.kb_titles, retrievers.redirects, KS)
+          for name, ranked in rankings.items()}
 
 
 def split_ambiguous_spans(features, gold, rankings, retrievers) -> dict:
@@ -188,15 +191,13 @@ def split_ambiguous_spans(features, gold, rankings, retrievers) -> dict:
     candidates.discard(None)
     if len(candidates) >= 2 and resolve(g) in candidates:
       keep.append(i)
-  subset_gold = [gold[i] for i in keep]
-  score = lambda ranked: metrics.score_rankings(ranked, subset_gold, retrievers.kb_titles,
-                                                retrievers.redirects, KS)
-  out = {"num_mentions": len(keep),
-         "systems": {name: score([rankings[name][i] for i in keep]) for name in SYSTEMS}}
   blank = [dict(features[i], **{schema.MENTION_LEFT: "", schema.MENTION_RIGHT: "",
                                  schema.MENTION_SENTENCE: ""}) for i in keep]
-  out["systems"]["DEER (no context)"] = score(retrievers.deer(blank)[0])
-  return out
+  systems = _score_subset(keep, gold, rankings, retrievers)
+  systems["DEER (no context)"] = metrics.score_rankings(
+      retrievers.deer(blank)[0], [gold[i] for i in keep], retrievers.kb_titles,
+      retrievers.redirects, KS)
+  return {"num_mentions": len(keep), "systems": systems}
 
 
 def evaluate_workspace(root: str, dataset_specs: Sequence[str] = (), max_mentions: int = 0,
