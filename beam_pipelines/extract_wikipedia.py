@@ -42,9 +42,9 @@ from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions
 import tensorflow as tf
 
 from beam_pipelines import wikitext
-from dense_entity import mention_features as mention_features_lib
-from dense_entity import schema
-from dense_entity import titles
+from dense_entity.kb import mention_features as mention_features_lib
+from dense_entity.kb import schema
+from dense_entity.kb import titles
 
 COUNTER_NAMESPACE = "extract_wikipedia"
 DEFAULT_HELDOUT_FRACTION = 0.001

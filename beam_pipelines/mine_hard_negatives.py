@@ -31,9 +31,9 @@ from apache_beam.metrics.metric import Metrics, MetricsFilter
 import tensorflow as tf
 
 from beam_pipelines import extract_wikipedia
-from dense_entity import fileio
-from dense_entity import schema
-from dense_entity.titles import resolve_redirect
+from dense_entity.common import fileio
+from dense_entity.kb import schema
+from dense_entity.kb.titles import resolve_redirect
 
 DEFAULT_K = 10
 _NAMESPACE = "mine_hard_negatives"
@@ -137,9 +137,9 @@ class MineFn(beam.DoFn):
 
   def setup(self):
     # Imported here: workers import the package when they start, not when the graph is built.
-    from export import build_index  # pylint: disable=g-import-not-at-top
-    from export import index as index_lib  # pylint: disable=g-import-not-at-top
-    from export import savedmodel  # pylint: disable=g-import-not-at-top
+    from dense_entity.retrieval import index_builder  # pylint: disable=g-import-not-at-top
+    from dense_entity.retrieval import index as index_lib  # pylint: disable=g-import-not-at-top
+    from dense_entity.serving import savedmodel  # pylint: disable=g-import-not-at-top
     manifest = savedmodel.read_manifest(self._export_dir)
     self._encoder = savedmodel.load_encoder(
         os.path.join(self._export_dir, savedmodel.MENTION_ENCODER_DIR))
@@ -147,7 +147,7 @@ class MineFn(beam.DoFn):
         os.path.join(self._index_dir, self._index_kind),
         expected_model_fingerprint=manifest["model_fingerprint"],
         expected_dim=manifest["encoding_dim"])
-    self._titles = build_index.read_titles(
+    self._titles = index_builder.read_titles(
         os.path.join(self._index_dir, index_lib.TITLES_FILENAME))
     self._redirects = {}
     if self._redirects_path and os.path.exists(self._redirects_path):
@@ -220,9 +220,9 @@ def build_pipeline(pipeline, export_dir: str, index_dir: str, extract_dir: str, 
                    round_: int, previous_dir: Optional[str] = None,
                    index_kind: str = "brute_force", k: int = DEFAULT_K, batch_size: int = 512):
   """Composes the mining pipeline; writes pair shards with prefix `staging/hard_negatives`."""
-  from dense_entity import data  # pylint: disable=g-import-not-at-top
-  mention_files = data.record_files(extract_dir, schema.TRAIN_MENTIONS_PREFIX)
-  entity_files = data.record_files(extract_dir, schema.ENTITIES_PREFIX)
+  from dense_entity.kb import records  # pylint: disable=g-import-not-at-top
+  mention_files = records.record_files(extract_dir, schema.TRAIN_MENTIONS_PREFIX)
+  entity_files = records.record_files(extract_dir, schema.ENTITIES_PREFIX)
   mentions = (pipeline
               | "MentionFiles" >> beam.Create(mention_files)
               | "ReadMentions" >> beam.io.ReadAllFromTFRecord()

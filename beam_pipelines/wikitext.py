@@ -24,7 +24,7 @@ from typing import (BinaryIO, Callable, Dict, Iterator, List, Optional, Sequence
 import mwparserfromhell
 from mwparserfromhell import nodes as mw_nodes
 
-from dense_entity import titles
+from dense_entity.kb import titles
 
 # --------------------------------------------------------------------------------------------
 # Dump reading

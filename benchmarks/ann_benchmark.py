@@ -34,7 +34,7 @@ from absl import app
 from absl import flags
 import numpy as np
 
-from export import index as index_lib
+from dense_entity.retrieval import index as index_lib
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_GLOVE = os.path.join(REPO_ROOT, "..", "shared", "data", "glove",

@@ -55,7 +55,7 @@ def _peak_rss_gib() -> float:
 
 def time_ours(cfg, extract_dir: str, strategy, steps: int, warmup: int) -> Dict[str, float]:
   """Times Trainer.train over `steps` steps after `warmup` steps; returns seconds and steps."""
-  from dense_entity import trainer as trainer_lib  # pylint: disable=g-import-not-at-top
+  from dense_entity.training import trainer as trainer_lib  # pylint: disable=g-import-not-at-top
   model_dir = tempfile.mkdtemp(prefix="train-bench-")
   try:
     cfg.train.train_steps = warmup + steps
@@ -75,10 +75,10 @@ def time_keras(cfg, extract_dir: str, steps: int, warmup: int) -> Dict[str, floa
   """The same model and in-batch softmax loss with a stock Keras optimizer, one device."""
   import keras  # pylint: disable=g-import-not-at-top
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from dense_entity import data  # pylint: disable=g-import-not-at-top
-  from dense_entity import models  # pylint: disable=g-import-not-at-top
-  from dense_entity import schema  # pylint: disable=g-import-not-at-top
-  from dense_entity import tasks  # pylint: disable=g-import-not-at-top
+  from dense_entity.kb import records  # pylint: disable=g-import-not-at-top
+  from dense_entity.modeling import models  # pylint: disable=g-import-not-at-top
+  from dense_entity.kb import schema  # pylint: disable=g-import-not-at-top
+  from dense_entity.modeling import tasks  # pylint: disable=g-import-not-at-top
 
   tc = cfg.train
   model = models.DualEncoder(cfg.model)
@@ -88,14 +88,14 @@ def time_keras(cfg, extract_dir: str, steps: int, warmup: int) -> Dict[str, floa
     optimizer = keras.optimizers.SGD(tc.learning_rate, momentum=tc.momentum)
   variables = [v for v in model.trainable_variables if isinstance(v, keras.Variable)]
   optimizer.build(variables)
-  files = data.record_files(extract_dir, schema.TRAIN_MENTIONS_PREFIX)
-  iterator = iter(data.mention_dataset(files, tc.batch_size, shuffle_buffer=tc.shuffle_buffer,
+  files = records.record_files(extract_dir, schema.TRAIN_MENTIONS_PREFIX)
+  iterator = iter(records.mention_dataset(files, tc.batch_size, shuffle_buffer=tc.shuffle_buffer,
                                        repeat=True, drop_remainder=True))
 
   def step(batch):
     with tf.GradientTape() as tape:
-      mentions = model.mention_encoder(data.mention_features(batch))
-      entities = model.entity_encoder(data.entity_features(batch))
+      mentions = model.mention_encoder(records.mention_features(batch))
+      entities = model.entity_encoder(records.entity_features(batch))
       gold = batch[schema.ENTITY_TITLE]
       logits = tasks.in_batch_logits(mentions, entities, model.scale,
                                      tasks.duplicate_entity_mask(gold, gold))
@@ -120,8 +120,8 @@ def time_keras(cfg, extract_dir: str, steps: int, warmup: int) -> Dict[str, floa
 def main(argv):
   del argv
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from dense_entity import config as config_lib  # pylint: disable=g-import-not-at-top
-  from dense_entity import distribute_utils  # pylint: disable=g-import-not-at-top
+  from dense_entity.modeling import config as config_lib  # pylint: disable=g-import-not-at-top
+  from dense_entity.training import distribute_utils  # pylint: disable=g-import-not-at-top
   if FLAGS.steps % _CHUNK or FLAGS.warmup_steps % _CHUNK or FLAGS.steps < 2 * _CHUNK:
     raise app.UsageError(f"--steps (>= {2 * _CHUNK}) and --warmup_steps must be multiples "
                          f"of {_CHUNK}")

@@ -6,7 +6,7 @@ import json
 import logging
 import os
 import sys
-from typing import List, Optional, Sequence, TextIO, Tuple
+from typing import Optional, Sequence, TextIO
 
 
 def _demo(args):
@@ -18,71 +18,6 @@ def _demo(args):
                 share_span_title_encoder=args.share_span_title_encoder,
                 context_match_dim=args.context_match_dim,
                 context_match_weight=args.context_match_weight)
-
-
-class InputError(ValueError):
-  """A `link` input that cannot be read; the message names its line (or argument)."""
-
-
-def parse_link_input(line: str, where: str) -> Tuple[str, List[Tuple[int, int]], dict]:
-  """Reads one `link` input: marked text or a JSON object.
-
-  Accepted forms:
-  - text with mentions marked `[[...]]` (one or more; one result per mention);
-  - JSON {"text": "...", "start": S, "end": E} (character offsets, end exclusive);
-  - JSON {"text": "... [[mention]] ..."}.
-  A JSON object may carry an "id", copied to the output.
-
-  Args:
-    line: the input, without its line break.
-    where: 'line N' or 'argument N', used in error messages.
-
-  Returns:
-    (plain text, [(start, end), ...], extra fields to echo: {"id": ...} or {}).
-
-  Raises:
-    InputError: naming `where`, for bytes that are not UTF-8, malformed JSON, missing or
-      mistyped fields, a span outside the text or of whitespace only, or no / bad `[[...]]`
-      markers.
-  """
-  from dense_entity import retriever  # pylint: disable=g-import-not-at-top
-  try:
-    # Python reads undecodable stdin bytes as lone surrogates; they cannot reach the model.
-    line.encode("utf-8")
-  except UnicodeEncodeError as e:
-    raise InputError(f"{where}: not valid UTF-8 (undecodable bytes at characters "
-                     f"{e.start}-{e.end - 1})") from e
-  extra = {}
-  stripped = line.strip()
-  if stripped.startswith("{"):
-    try:
-      record = json.loads(stripped)
-    except json.JSONDecodeError as e:
-      raise InputError(f"{where}: starts with '{{' but is not valid JSON: {e}") from e
-    if not isinstance(record, dict) or not isinstance(record.get("text"), str):
-      raise InputError(f"{where}: a JSON input needs a string field \"text\"")
-    if "id" in record:
-      extra["id"] = record["id"]
-    text = record["text"]
-    has_start, has_end = "start" in record, "end" in record
-    if has_start or has_end:
-      start, end = record.get("start"), record.get("end")
-      if not all(isinstance(x, int) and not isinstance(x, bool) for x in (start, end)):
-        raise InputError(f"{where}: \"start\" and \"end\" must both be integers (character "
-                         f"offsets), got {start!r} and {end!r}")
-      if not 0 <= start < end <= len(text):
-        raise InputError(f"{where}: span [{start}, {end}) is empty or outside a text of "
-                         f"{len(text)} characters")
-      if not text[start:end].strip():
-        raise InputError(f"{where}: span [{start}, {end}) holds only whitespace")
-      return text, [(start, end)], extra
-  else:
-    text = line
-  try:
-    plain, spans = retriever.parse_all_marked(text)
-  except ValueError as e:
-    raise InputError(f"{where}: {e}") from e
-  return plain, spans, extra
 
 
 def _read_link_inputs(texts: Sequence[str], stdin: TextIO):
@@ -100,6 +35,7 @@ def _read_link_inputs(texts: Sequence[str], stdin: TextIO):
 def _link(args, stdin: Optional[TextIO] = None, stdout: Optional[TextIO] = None,
           stderr: Optional[TextIO] = None) -> int:
   """Runs `dense-entity link`; returns the exit status (0, or 2 when an input is bad)."""
+  from dense_entity.retrieval import retriever as retriever_lib  # pylint: disable=g-import-not-at-top
   stdin, stdout, stderr = stdin or sys.stdin, stdout or sys.stdout, stderr or sys.stderr
   if args.k < 1:
     print("dense-entity link: --k must be >= 1", file=stderr)
@@ -107,8 +43,8 @@ def _link(args, stdin: Optional[TextIO] = None, stdout: Optional[TextIO] = None,
   items, errors = [], []
   for where, line in _read_link_inputs(args.texts, stdin):
     try:
-      items.append((where, line) + parse_link_input(line, where))
-    except InputError as e:
+      items.append((where, line) + retriever_lib.parse_link_input(line, where))
+    except retriever_lib.InputError as e:
       errors.append(str(e))
   if errors:
     for message in errors[:20]:
@@ -121,7 +57,6 @@ def _link(args, stdin: Optional[TextIO] = None, stdout: Optional[TextIO] = None,
     print("dense-entity link: no input (give texts as arguments or lines on stdin)",
           file=stderr)
     return 2
-  from dense_entity import retriever as retriever_lib  # pylint: disable=g-import-not-at-top
   try:
     retriever = retriever_lib.EntityRetriever.load(args.workspace, args.index)
   except (FileNotFoundError, ValueError) as e:
@@ -151,7 +86,7 @@ def _link(args, stdin: Optional[TextIO] = None, stdout: Optional[TextIO] = None,
 
 
 def _tradeoff(args):
-  from export import tradeoff  # pylint: disable=g-import-not-at-top
+  from dense_entity.evaluation import tradeoff  # pylint: disable=g-import-not-at-top
   kinds = [k.strip() for k in args.kinds.split(",") if k.strip()]
   report = tradeoff.measure_tradeoff(args.workspace, kinds, k=args.k,
                                      max_mentions=args.max_mentions,

@@ -57,18 +57,18 @@ def _write_rounds(path: str, rounds: list) -> None:
 
 def _export_and_index(trainer, ws, mining_round: int, kinds, verbose: bool = False) -> None:
   """Exports the current model to WS/export and encodes + indexes the KB with it."""
-  from export import encode_entities  # pylint: disable=g-import-not-at-top
-  from export import savedmodel  # pylint: disable=g-import-not-at-top
+  from dense_entity.retrieval import entity_encodings  # pylint: disable=g-import-not-at-top
+  from dense_entity.serving import savedmodel  # pylint: disable=g-import-not-at-top
   step = int(trainer.step.numpy())
   manifest = savedmodel.export_encoders(trainer.model, ws.export,
                                         extra={"step": step, "mining_round": mining_round,
                                                "model_dir": os.path.abspath(ws.model)})
   if verbose:
     print(f"   {ws.export} (model fingerprint {manifest['model_fingerprint']}, step {step})")
-  entities = encode_entities.read_entities(ws.extract)
+  entities = entity_encodings.read_entities(ws.extract)
   with tqdm(total=len(entities), unit="entity", desc="   encoding",
             disable=not verbose) as bar:
-    summary = encode_entities.encode_and_index(ws.export, ws.extract, ws.index, kinds,
+    summary = entity_encodings.encode_and_index(ws.export, ws.extract, ws.index, kinds,
                                                progress=bar.update)
   if verbose:
     for kind, info in summary["indexes"].items():
@@ -77,13 +77,13 @@ def _export_and_index(trainer, ws, mining_round: int, kinds, verbose: bool = Fal
 
 def _context_probes(ws) -> dict:
   """Runs the built-in context probes (dense_entity.context_probes) on the workspace."""
-  from dense_entity import baselines  # pylint: disable=g-import-not-at-top
-  from dense_entity import context_probes  # pylint: disable=g-import-not-at-top
-  from dense_entity import retriever as retriever_lib  # pylint: disable=g-import-not-at-top
-  from dense_entity import schema  # pylint: disable=g-import-not-at-top
+  from dense_entity.evaluation import baselines  # pylint: disable=g-import-not-at-top
+  from dense_entity.evaluation import probes  # pylint: disable=g-import-not-at-top
+  from dense_entity.retrieval import retriever as retriever_lib  # pylint: disable=g-import-not-at-top
+  from dense_entity.kb import schema  # pylint: disable=g-import-not-at-top
   retriever = retriever_lib.EntityRetriever.load(ws.root)
   redirects = baselines.load_redirects(os.path.join(ws.extract, schema.REDIRECTS_FILE))
-  return context_probes.run_probes(retriever, context_probes.DEFAULT_PROBES, redirects)
+  return probes.run_probes(retriever, probes.DEFAULT_PROBES, redirects)
 
 
 def _stage(name):
@@ -129,11 +129,13 @@ def run_demo(workspace: str, inputs: Optional[Sequence[str]] = None,
   # Imported here so `dense-entity --help` stays fast.
   from beam_pipelines import extract_wikipedia  # pylint: disable=g-import-not-at-top
   from beam_pipelines import mine_hard_negatives  # pylint: disable=g-import-not-at-top
-  from dense_entity import config as config_lib  # pylint: disable=g-import-not-at-top
-  from dense_entity import evaluate  # pylint: disable=g-import-not-at-top
-  from dense_entity import trainer as trainer_lib  # pylint: disable=g-import-not-at-top
+  from dense_entity.modeling import config as config_lib  # pylint: disable=g-import-not-at-top
+  from dense_entity.common.workspace import Workspace  # pylint: disable=g-import-not-at-top
+  from dense_entity.evaluation import evaluator  # pylint: disable=g-import-not-at-top
+  from dense_entity.evaluation import reports  # pylint: disable=g-import-not-at-top
+  from dense_entity.training import trainer as trainer_lib  # pylint: disable=g-import-not-at-top
 
-  ws = evaluate.Workspace(workspace)
+  ws = Workspace(workspace)
   inputs = list(inputs or [default_input()])
   files = sorted({f for pattern in inputs for f in glob.glob(pattern)})
   if not files:
@@ -231,7 +233,7 @@ def run_demo(workspace: str, inputs: Optional[Sequence[str]] = None,
     timings["export_encode_index"] = timings.get("export_encode_index", 0) + time.time() - t
 
     t = _stage(f"5/5 evaluate (after mining round {mining_round})")
-    report = evaluate.evaluate_workspace(workspace, datasets if last else ())
+    report = evaluator.evaluate_workspace(workspace, datasets if last else ())
     timings["evaluate"] = timings.get("evaluate", 0) + time.time() - t
     deer = report["systems"]["DEER"]
     rounds.append({"round": mining_round, "step": int(trainer.step.numpy()),
@@ -246,15 +248,15 @@ def run_demo(workspace: str, inputs: Optional[Sequence[str]] = None,
     print(f"   DEER after round {mining_round}: recall@1 {deer['recall@1']:.3f}, "
           f"recall@100 {deer['recall@100']:.3f}")
   report["rounds"] = rounds
-  evaluate.plot_rounds(rounds, os.path.join(ws.reports, evaluate.ROUNDS_FILE))
+  reports.plot_rounds(rounds, os.path.join(ws.reports, reports.ROUNDS_FILE))
   report["context_probes"] = _context_probes(ws)
   report["timings_seconds"] = timings
-  with open(os.path.join(workspace, evaluate.REPORT_FILE), "w") as f:
+  with open(os.path.join(workspace, reports.REPORT_FILE), "w") as f:
     json.dump(report, f, indent=2, sort_keys=True)
-  print(evaluate.format_table(report))
+  print(reports.format_table(report))
   probes = report["context_probes"]
   print(f"\ncontext probes (python -m dense_entity.context_probes --workspace {workspace}): "
         f"{probes['probes_correct']}/{probes['probes_scored']} right; top-1 follows the context "
         f"in {probes['groups_top1_differs']} of {probes['groups']} span pairs")
-  print(f"\nreport: {os.path.join(workspace, evaluate.REPORT_FILE)}")
+  print(f"\nreport: {os.path.join(workspace, reports.REPORT_FILE)}")
   return report

@@ -16,11 +16,11 @@ from absl import flags
 
 import tensorflow as tf
 
-from dense_entity import config as config_lib
-from dense_entity import data
-from dense_entity import schema
-from dense_entity import distribute_utils
-from dense_entity import trainer as trainer_lib
+from dense_entity.modeling import config as config_lib
+from dense_entity.kb import records
+from dense_entity.kb import schema
+from dense_entity.training import distribute_utils
+from dense_entity.training import trainer as trainer_lib
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("extract_dir", None, "Finished extraction (MANIFEST.json).")
@@ -69,7 +69,7 @@ def main(argv):
   if FLAGS.train_steps is not None:
     trainer.cfg.train.train_steps = FLAGS.train_steps
   if FLAGS.hard_negatives:
-    manifest = data.require_extraction(FLAGS.hard_negatives)  # MANIFEST.json of the round
+    manifest = records.require_extraction(FLAGS.hard_negatives)  # MANIFEST.json of the round
     files = tf.io.gfile.glob(os.path.join(FLAGS.hard_negatives,
                                           schema.NEGATIVES_PREFIX + "-*"))
     trainer.set_hard_negatives(files, int(manifest["round"]))

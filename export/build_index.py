@@ -1,117 +1,18 @@
-"""Builds brute-force / ScaNN AH / ScaNN AH + tree indexes over entity encodings (paper 5.2).
+"""Builds brute-force / ScaNN AH / ScaNN AH + tree indexes over an entity encodings file.
 
 Usage:
   python -m export.build_index --encodings=entity_encodings.npy --titles=entity_titles.txt \
       --output_dir=DIR --kinds=brute_force,ah,ah_tree --model_fingerprint=STR
 
-Writes, under DIR:
-  entity_titles.txt        one entity title per line; line i is row id i of every index.
-  <kind>/                  one EntityIndex directory per kind (index_manifest.json + files).
-  indexes.json             summary: n, dim, fingerprint, and per kind the effective kind,
-                           fallback reason, build time (seconds) and size (bytes).
-Index parameters are derived from n (export.index.derive_config), so the same command works for
-100 entities and for millions.
+Writes DIR/entity_titles.txt, one index directory per kind and DIR/indexes.json
+(dense_entity.retrieval.index_builder.build_indexes).
 """
-
-import json
-import os
-import tempfile
-from typing import Any, Dict, Optional, Sequence
 
 from absl import app
 from absl import flags
 import numpy as np
 
-from export import index as index_lib
-
-SUMMARY_FILENAME = "indexes.json"
-
-
-def read_titles(path: str) -> list:
-  """Reads entity titles, one per line (UTF-8); line i is the title of row id i.
-
-  Raises:
-    FileNotFoundError: `path` does not exist.
-  """
-  with open(path, encoding="utf-8") as f:
-    return [line.rstrip("\n") for line in f]
-
-
-def _write_text_atomically(path: str, text: str) -> None:
-  fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=f".{os.path.basename(path)}.")
-  try:
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-      f.write(text)
-    os.replace(tmp, path)
-  except BaseException:
-    if os.path.exists(tmp):
-      os.remove(tmp)
-    raise
-
-
-def build_indexes(encodings: np.ndarray, titles: Sequence[str], output_dir: str,
-                  kinds: Sequence[str], model_fingerprint: str,
-                  config: Optional[index_lib.IndexConfig] = None) -> Dict[str, Any]:
-  """Builds and saves one index per kind, plus the row-id -> title list (paper section 5.2).
-
-  Args:
-    encodings: [n, d] float32 L2-normalised entity encodings; row i is entity titles[i].
-    titles: n entity titles (no newlines).
-    output_dir: destination directory (created); existing index directories are replaced.
-    kinds: subset of export.index.KINDS.
-    model_fingerprint: fingerprint of the model that produced the encodings.
-    config: ScaNN parameters; None derives them from n and d.
-
-  Returns:
-    The summary written to output_dir/indexes.json: {"num_entities", "dim",
-    "model_fingerprint", "titles": path, "indexes": {kind: {"path", "effective_kind",
-    "fallback_reason", "build_seconds", "index_bytes", "parameters"}}}.
-
-  Raises:
-    ValueError: unknown kind, no kinds, titles not matching the encodings, a title with a
-      newline, or anything EntityIndex.build rejects.
-  """
-  kinds = list(kinds)
-  if not kinds:
-    raise ValueError("No index kinds given.")
-  unknown = [k for k in kinds if k not in index_lib.KINDS]
-  if unknown:
-    raise ValueError(f"Unknown index kinds {unknown}; expected some of {index_lib.KINDS}.")
-  encodings = np.asarray(encodings)
-  if encodings.ndim != 2:
-    raise ValueError(f"Encodings must have shape [n, dim], got {encodings.shape}.")
-  if len(titles) != encodings.shape[0]:
-    raise ValueError(f"{len(titles)} titles for {encodings.shape[0]} encodings; row i of the "
-                     "encodings must be titles[i].")
-  bad = [i for i, t in enumerate(titles) if "\n" in t or "\r" in t]
-  if bad:
-    raise ValueError(f"Titles contain line breaks at rows {bad[:5]}.")
-  os.makedirs(output_dir, exist_ok=True)
-  titles_path = os.path.join(output_dir, index_lib.TITLES_FILENAME)
-  _write_text_atomically(titles_path, "".join(t + "\n" for t in titles))
-  summary = {
-      "num_entities": int(encodings.shape[0]),
-      "dim": int(encodings.shape[1]),
-      "model_fingerprint": model_fingerprint,
-      "titles": titles_path,
-      "indexes": {},
-  }
-  for kind in kinds:
-    index = index_lib.EntityIndex.build(encodings, kind, model_fingerprint, config)
-    path = os.path.join(output_dir, kind)
-    manifest = index.save(path, overwrite=True)
-    summary["indexes"][kind] = {
-        "path": path,
-        "effective_kind": index.effective_kind,
-        "fallback_reason": index.fallback_reason,
-        "build_seconds": index.build_seconds,
-        "index_bytes": int(sum(manifest["files"].values())),
-        "parameters": manifest["parameters"],
-    }
-  _write_text_atomically(os.path.join(output_dir, SUMMARY_FILENAME),
-                         json.dumps(summary, indent=2, sort_keys=True) + "\n")
-  return summary
-
+from dense_entity.retrieval import index_builder
 
 FLAGS = flags.FLAGS
 
@@ -119,9 +20,10 @@ FLAGS = flags.FLAGS
 def main(argv):
   del argv
   encodings = np.load(FLAGS.encodings)
-  titles = read_titles(FLAGS.titles)
+  titles = index_builder.read_titles(FLAGS.titles)
   kinds = [k.strip() for k in FLAGS.kinds.split(",") if k.strip()]
-  summary = build_indexes(encodings, titles, FLAGS.output_dir, kinds, FLAGS.model_fingerprint)
+  summary = index_builder.build_indexes(encodings, titles, FLAGS.output_dir, kinds,
+                                        FLAGS.model_fingerprint)
   for kind, info in summary["indexes"].items():
     print(f"{kind}: built as {info['effective_kind']} in {info['build_seconds']:.2f} s, "
           f"{info['index_bytes']} bytes -> {info['path']}"

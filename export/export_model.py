@@ -11,8 +11,8 @@ import os
 from absl import app
 from absl import flags
 
-from dense_entity import trainer
-from export import savedmodel
+from dense_entity.training import trainer
+from dense_entity.serving import savedmodel
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("model_dir", None, "Training model_dir (config.json + checkpoints).")

@@ -6,8 +6,8 @@ import os
 import pytest
 
 from dense_entity import demo
-from dense_entity import evaluate
-from export import savedmodel
+from dense_entity.evaluation import reports
+from dense_entity.serving import savedmodel
 from tests import testutil
 
 DUMP = testutil.shared_data("enwiki", "dbpedia-mini-enwiki.xml.bz2")
@@ -23,7 +23,7 @@ def test_demo_on_a_real_dump(tmp_path, capsys):
   printed = capsys.readouterr().out
   assert "DEER" in printed and "AT-Prior" in printed
 
-  with open(os.path.join(ws, evaluate.REPORT_FILE)) as f:
+  with open(os.path.join(ws, reports.REPORT_FILE)) as f:
     on_disk = json.load(f)
   assert on_disk["systems"] == report["systems"]
   assert report["num_mentions"] > 50
@@ -56,13 +56,13 @@ def test_demo_on_a_real_dump(tmp_path, capsys):
   assert report["rounds"][1]["step"] == 40
   assert os.path.exists(os.path.join(ws, "negatives", "round_1", "MANIFEST.json"))
 
-  reports = os.path.join(ws, "reports")
-  with open(os.path.join(reports, evaluate.TABLE_FILE)) as f:
+  reports_dir = os.path.join(ws, "reports")
+  with open(os.path.join(reports_dir, reports.TABLE_FILE)) as f:
     assert "| DEER |" in f.read()
-  for png in (evaluate.CURVE_FILE, evaluate.ROUNDS_FILE):
-    with open(os.path.join(reports, png), "rb") as f:
+  for png in (reports.CURVE_FILE, reports.ROUNDS_FILE):
+    with open(os.path.join(reports_dir, png), "rb") as f:
       assert f.read(8) == b"\x89PNG\r\n\x1a\n"
-  with open(os.path.join(reports, evaluate.MISSES_FILE)) as f:
+  with open(os.path.join(reports_dir, reports.MISSES_FILE)) as f:
     for line in f:
       miss = json.loads(line)
       assert miss["top5"] and miss["top5"][0] != miss["gold"]

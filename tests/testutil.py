@@ -5,7 +5,7 @@ import os
 
 import tensorflow as tf
 
-from dense_entity import schema
+from dense_entity.kb import schema
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHARED_DATA = os.path.join(REPO_ROOT, "..", "shared", "data")

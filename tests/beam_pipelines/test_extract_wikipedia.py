@@ -14,7 +14,7 @@ import tensorflow as tf
 
 from beam_pipelines import extract_wikipedia as extract
 from beam_pipelines import wikitext
-from dense_entity import schema
+from dense_entity.kb import schema
 from tests.beam_pipelines import multistream_testutil
 
 

@@ -8,12 +8,12 @@ import pytest
 import tensorflow as tf
 
 from beam_pipelines import mine_hard_negatives as mining
-from dense_entity import config
-from dense_entity import models
-from dense_entity import schema
-from dense_entity import trainer as trainer_lib
-from export import encode_entities
-from export import savedmodel
+from dense_entity.modeling import config
+from dense_entity.modeling import models
+from dense_entity.kb import schema
+from dense_entity.training import trainer as trainer_lib
+from dense_entity.retrieval import entity_encodings
+from dense_entity.serving import savedmodel
 from tests import testutil
 
 TOP10 = [f"E{i}" for i in range(10)]
@@ -64,7 +64,7 @@ def tiny_workspace(tmp_path_factory):
   tf.keras.utils.set_random_seed(5)
   model = models.DualEncoder(config.get_preset("tiny").model)
   savedmodel.export_encoders(model, str(root / "export"))
-  encode_entities.encode_and_index(str(root / "export"), extract, str(root / "index"))
+  entity_encodings.encode_and_index(str(root / "export"), extract, str(root / "index"))
   return root
 
 

@@ -13,8 +13,8 @@ from mwparserfromhell import nodes as mw_nodes
 import pytest
 
 from beam_pipelines import wikitext
-from dense_entity import mention_features
-from dense_entity import schema
+from dense_entity.kb import mention_features
+from dense_entity.kb import schema
 from tests.beam_pipelines import multistream_testutil
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

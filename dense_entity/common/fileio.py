@@ -1,0 +1,59 @@
+"""Publishing finished files and directories in place of older ones; reading JSONL objects."""
+
+import json
+import os
+import shutil
+import uuid
+from typing import Iterator, Tuple
+
+
+def replace_directory(finished_dir: str, directory: str) -> None:
+  """Moves the complete `finished_dir` to `directory`, replacing what was there.
+
+  The old directory is renamed aside first and deleted only after the new one is in place, so
+  `directory` never holds a half-written or half-deleted artifact. Both paths must be on one
+  filesystem (`finished_dir` is normally a temporary sibling of `directory`).
+  """
+  backup = None
+  if os.path.exists(directory):
+    backup = f"{directory}.old-{uuid.uuid4().hex[:8]}"
+    os.rename(directory, backup)
+  os.rename(finished_dir, directory)
+  if backup:
+    shutil.rmtree(backup, ignore_errors=True)
+
+
+def write_text_atomically(path: str, text: str) -> None:
+  """Writes `text` (UTF-8) to `path` through a temporary sibling and a rename, so `path` holds
+  either its old content or all of `text`, never part of it."""
+  directory, name = os.path.split(path)
+  tmp = os.path.join(directory, f".{name}.tmp-{uuid.uuid4().hex[:8]}")
+  try:
+    with open(tmp, "w", encoding="utf-8") as f:
+      f.write(text)
+    os.replace(tmp, path)
+  except BaseException:
+    if os.path.exists(tmp):
+      os.remove(tmp)
+    raise
+
+
+def read_jsonl_objects(path: str) -> Iterator[Tuple[int, dict]]:
+  """Yields (line number, object) for each non-blank line of a JSONL file (lines from 1).
+
+  Raises:
+    FileNotFoundError: when `path` does not exist.
+    ValueError: naming 'PATH:LINE', for invalid JSON or a value that is not an object.
+  """
+  with open(path, encoding="utf-8") as f:
+    for line_number, line in enumerate(f, 1):
+      if not line.strip():
+        continue
+      try:
+        record = json.loads(line)
+      except json.JSONDecodeError as e:
+        raise ValueError(f"{path}:{line_number}: invalid JSON: {e}") from None
+      if not isinstance(record, dict):
+        raise ValueError(f"{path}:{line_number}: expected a JSON object, got "
+                         f"{type(record).__name__}")
+      yield line_number, record

@@ -1,0 +1,243 @@
+"""Recall@k of DEER and the baselines on the same mentions and the same KB (paper section 5).
+
+Systems (paper Table 2): DEER (mention encoder + nearest-neighbour search over the pre-encoded
+KB), AT-Prior (alias table P(e|m) from training anchors, top 100), AT-Ext (plus unigram and
+bigram aliases of the mention) and BM25 over entity titles. Every system ranks up to 100
+entities for every mention; scoring (dense_entity.metrics) normalizes and redirect-resolves gold
+and predictions alike and reports in-KB and overall recall with counts.
+
+`python -m dense_entity.evaluate --workspace=WS [--dataset=aida:PATH ...]` runs
+`evaluate_workspace`.
+
+Writes WS/reports/eval.md (Markdown tables), WS/reports/recall_at_k.png (recall@k curves,
+k = 1..100), WS/reports/deer_misses.jsonl (DEER's in-KB misses: mention, context, gold, gold rank,
+top 5) and WS/reports/eval.json:
+  {"num_mentions": N, "num_entities": M, "systems": {"DEER": {"recall@1": x, "recall@10": y,
+   "recall@100": z, ...}, "AT-Prior": {...}, "AT-Ext": {...}, "BM25": {...}},
+   "datasets": {"heldout": {same as above}, "<dataset name>": {...}}, ...}
+The top-level "systems" are the held-out Wikipedia mentions (the training split's heldout part).
+"""
+
+import json
+import os
+import time
+from typing import Dict, List, Sequence
+
+from dense_entity.common import fileio
+from dense_entity.common.workspace import Workspace
+from dense_entity.evaluation import baselines
+from dense_entity.evaluation import datasets as datasets_lib
+from dense_entity.evaluation import metrics
+from dense_entity.evaluation import reports
+from dense_entity.evaluation.reports import KS, SYSTEMS
+from dense_entity.kb import records
+from dense_entity.kb import schema
+from dense_entity.retrieval import index as index_lib
+from dense_entity.retrieval import index_builder
+from dense_entity.serving import savedmodel
+
+TOP_K = 100
+
+
+def read_heldout_mentions(extract_dir: str, max_mentions: int = 0) -> List[dict]:
+  """Held-out mention records (4 mention features + ENTITY_TITLE gold), file order."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  records.require_extraction(extract_dir)
+  files = sorted(tf.io.gfile.glob(os.path.join(extract_dir,
+                                               schema.HELDOUT_MENTIONS_PREFIX + "-*")))
+  rows = []
+  if not files:
+    return rows
+  for batch in records.mention_dataset(files, 4096):
+    cols = {k: [v.decode("utf-8") for v in batch[k].numpy()]
+            for k in schema.MENTION_FEATURES + (schema.ENTITY_TITLE, schema.MENTION_ID)}
+    rows.extend(dict(zip(cols, values)) for values in zip(*cols.values()))
+    if max_mentions and len(rows) >= max_mentions:
+      return rows[:max_mentions]
+  return rows
+
+
+class Retrievers:
+  """The four systems over one KB, each mapping mention features to ranked titles."""
+
+  def __init__(self, ws: Workspace, index_kind: str = "brute_force"):
+    manifest = savedmodel.read_manifest(ws.export)
+    self.titles = index_builder.read_titles(os.path.join(ws.index, index_lib.TITLES_FILENAME))
+    self.index = index_lib.EntityIndex.load(
+        os.path.join(ws.index, index_kind),
+        expected_model_fingerprint=manifest["model_fingerprint"],
+        expected_dim=manifest["encoding_dim"])
+    self.mention_encoder = savedmodel.load_encoder(
+        os.path.join(ws.export, savedmodel.MENTION_ENCODER_DIR))
+    redirects_path = os.path.join(ws.extract, schema.REDIRECTS_FILE)
+    self.redirects = baselines.load_redirects(redirects_path)
+    self.alias_table = baselines.AliasTable.from_tsv(
+        os.path.join(ws.extract, schema.ALIAS_COUNTS_FILE), redirects_path)
+    self.bm25 = baselines.BM25Index(self.titles)
+    self.kb_titles = set(self.titles)
+
+  def deer(self, features: Sequence[Dict[str, str]], k: int = TOP_K):
+    """Returns (titles [mentions][k], scores [mentions][k]) from nearest-neighbour search."""
+    if not features:
+      return [], []
+    enc = self.mention_encoder({n: [f[n] for f in features] for n in schema.MENTION_FEATURES})
+    ids, scores = self.index.search(enc, k)
+    return [[self.titles[i] for i in row] for row in ids], scores.tolist()
+
+  def rank_all(self, features: Sequence[Dict[str, str]]) -> Dict[str, List[List[str]]]:
+    spans = [f[schema.MENTION_SPAN] for f in features]
+    return {
+        "DEER": self.deer(features)[0],
+        "AT-Prior": [[t for t, _ in self.alias_table.at_prior(s, TOP_K)] for s in spans],
+        "AT-Ext": [[t for t, _ in self.alias_table.at_ext(s, TOP_K)] for s in spans],
+        "BM25": [[t for t, _ in self.bm25.search(s, TOP_K)] for s in spans],
+    }
+
+
+def evaluate_mentions(retrievers: Retrievers, features: Sequence[Dict[str, str]],
+                      gold: Sequence[str]) -> dict:
+  """Scores every system on the same mentions; returns the per-dataset report section."""
+  t0 = time.time()
+  rankings = retrievers.rank_all(features)
+  section = {"systems": {}, "recall_curves": {}}
+  for name in SYSTEMS:
+    scored = metrics.score_rankings(rankings[name], gold, retrievers.kb_titles,
+                                    retrievers.redirects, KS)
+    section["systems"][name] = scored
+    section["recall_curves"][name] = metrics.recall_curve(
+        rankings[name], gold, retrievers.kb_titles, retrievers.redirects, TOP_K)
+  counts = section["systems"]["DEER"]
+  section.update({k: counts[k] for k in ("num_mentions", "num_in_kb",
+                                         "num_gold_missing_from_kb", "num_nil",
+                                         "num_unresolvable_gold")})
+  section["seconds"] = time.time() - t0
+  section["_rankings"] = rankings
+  return section
+
+
+def training_entities(extract_dir: str, redirects) -> set:
+  """Normalized, redirect-resolved titles that are the gold entity of some training mention
+  (the entity column of `alias_counts.tsv`, which counts training anchors only)."""
+  seen = set()
+  path = os.path.join(extract_dir, schema.ALIAS_COUNTS_FILE)
+  with open(path, encoding="utf-8") as f:
+    for line in f:
+      parts = line.rstrip("\n").split("\t")
+      if len(parts) == 3:
+        seen.add(metrics.resolve_title(parts[1], redirects))
+  seen.discard(None)
+  return seen
+
+
+def split_by_training_gold(gold, rankings, retrievers, extract_dir) -> dict:
+  """Recall of every system on held-out mentions whose gold entity is (seen) or is not
+  (unseen) the gold of some training mention.
+
+  A dual encoder generalises to unseen entities from their title and description alone (paper
+  section 5.3); on a small dump most held-out gold entities are unseen, so this split tells
+  zero-shot retrieval apart from disambiguation among entities trained on. Gold titles are
+  resolved as in scoring (metrics.resolve_title); unresolvable ones count as unseen.
+  """
+  seen_titles = training_entities(extract_dir, retrievers.redirects)
+  is_seen = [metrics.resolve_title(g, retrievers.redirects) in seen_titles for g in gold]
+  return {part: _score_subset([i for i, s in enumerate(is_seen) if s == (part == "seen")],
+                              gold, rankings, retrievers)
+          for part in ("seen", "unseen")}
+
+
+def _score_subset(keep: Sequence[int], gold, rankings, retrievers) -> dict:
+  """{system: metrics.score_rankings} of every system on the mentions at indices `keep`."""
+  subset_gold = [gold[i] for i in keep]
+  return {name: metrics.score_rankings([ranked[i] for i in keep], subset_gold,
+                                       retrievers.kb_titles, retrievers.redirects, KS)
+          for name, ranked in rankings.items()}
+
+
+def split_ambiguous_spans(features, gold, rankings, retrievers) -> dict:
+  """Recall on held-out mentions whose span the context has to disambiguate.
+
+  A mention is kept when its span is an alias of two or more entities in the training alias
+  table (AT-Prior's) and its gold entity is one of them ('Georgia' for the country or the U.S.
+  state). DEER is scored twice: as is, and with the mention's left context, right context and
+  sentence blanked ("DEER (no context)"); the difference is what the context adds (the paper's
+  Table 6 idea, measured instead of shown by examples).
+
+  Returns:
+    {"num_mentions": n, "systems": {system: metrics.score_rankings(...)}} with the SYSTEMS and
+    "DEER (no context)".
+  """
+  resolve = lambda t: metrics.resolve_title(t, retrievers.redirects)
+  keep = []
+  for i, (f, g) in enumerate(zip(features, gold)):
+    candidates = {resolve(t) for t in retrievers.alias_table.counts(f[schema.MENTION_SPAN])}
+    candidates.discard(None)
+    if len(candidates) >= 2 and resolve(g) in candidates:
+      keep.append(i)
+  blank = [dict(features[i], **{schema.MENTION_LEFT: "", schema.MENTION_RIGHT: "",
+                                 schema.MENTION_SENTENCE: ""}) for i in keep]
+  systems = _score_subset(keep, gold, rankings, retrievers)
+  systems["DEER (no context)"] = metrics.score_rankings(
+      retrievers.deer(blank)[0], [gold[i] for i in keep], retrievers.kb_titles,
+      retrievers.redirects, KS)
+  return {"num_mentions": len(keep), "systems": systems}
+
+
+def evaluate_workspace(root: str, dataset_specs: Sequence[str] = (), max_mentions: int = 0,
+                       index_kind: str = "brute_force") -> dict:
+  """Evaluates all systems on the held-out mentions and on each dataset; writes the report.
+
+  Returns:
+    The report written to WS/reports/eval.json (see the module docstring).
+  """
+  ws = Workspace(root)
+  retrievers = Retrievers(ws, index_kind)
+  report = {"num_entities": len(retrievers.titles), "index": index_kind,
+            "model_fingerprint": retrievers.index.model_fingerprint, "datasets": {}}
+  heldout = read_heldout_mentions(ws.extract, max_mentions)
+  sections = {"heldout": (heldout, [m[schema.ENTITY_TITLE] for m in heldout])}
+  for spec in dataset_specs:
+    mentions = datasets_lib.load(spec)
+    name = os.path.splitext(os.path.basename(spec.split(":", 1)[1].rstrip("/")))[0]
+    sections[name] = (datasets_lib.all_features(mentions), [m.gold for m in mentions])
+  misses = []
+  for name, (features, gold) in sections.items():
+    section = evaluate_mentions(retrievers, features, gold)
+    all_rankings = section.pop("_rankings")
+    if name == "heldout":
+      section["by_gold_seen_in_training"] = split_by_training_gold(
+          gold, all_rankings, retrievers, ws.extract)
+      section["ambiguous_spans"] = split_ambiguous_spans(features, gold, all_rankings,
+                                                         retrievers)
+    rankings = all_rankings["DEER"]
+    misses.extend(_deer_misses(name, features, gold, rankings, retrievers))
+    report["datasets"][name] = section
+  held = report["datasets"]["heldout"]
+  report["num_mentions"] = held["num_mentions"]
+  report["systems"] = {name: {f"recall@{k}": held["systems"][name][f"recall@{k}"] for k in KS}
+                       for name in SYSTEMS}
+  os.makedirs(ws.reports, exist_ok=True)
+  fileio.write_text_atomically(os.path.join(ws.reports, reports.MISSES_FILE),
+                    "".join(json.dumps(m, ensure_ascii=False) + "\n" for m in misses))
+  fileio.write_text_atomically(os.path.join(ws.reports, reports.TABLE_FILE),
+                               reports.format_markdown(report))
+  reports.plot_recall_curves(report, os.path.join(ws.reports, reports.CURVE_FILE))
+  fileio.write_text_atomically(os.path.join(root, reports.REPORT_FILE),
+                    json.dumps(report, indent=2, sort_keys=True))
+  return report
+
+
+def _deer_misses(dataset, features, gold, rankings, retrievers) -> List[dict]:
+  """In-KB mentions whose gold entity DEER did not rank first (for error analysis)."""
+  out = []
+  for f, g, ranking in zip(features, gold, rankings):
+    resolved = metrics.resolve_title(g, retrievers.redirects)
+    if resolved is None or resolved not in retrievers.kb_titles:
+      continue
+    top = [metrics.resolve_title(t, retrievers.redirects) for t in ranking]
+    if top and top[0] == resolved:
+      continue
+    rank = top.index(resolved) + 1 if resolved in top else None
+    out.append({"dataset": dataset, "mention": f[schema.MENTION_SPAN],
+                "context": f[schema.MENTION_SENTENCE], "gold": resolved,
+                "gold_rank": rank, "top5": ranking[:5]})
+  return out

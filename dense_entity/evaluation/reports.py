@@ -1,0 +1,130 @@
+"""The evaluation report: its systems and cut-offs, files, Markdown tables and plots.
+
+The report compares DEER with the paper's baselines (Gillick et al. 2019, Table 2: AT-Prior,
+AT-Ext, BM25) by recall@k; `format_table` prints the paper's layout, `format_markdown` writes
+WS/reports/eval.md, `plot_recall_curves` the recall@k curves and `plot_rounds` the paper's
+Figure 2 (recall after each hard negative mining round). WORKSPACE.md gives the JSON layout.
+"""
+
+import os
+from typing import Sequence
+
+KS = (1, 10, 100)
+SYSTEMS = ("DEER", "AT-Prior", "AT-Ext", "BM25")
+REPORT_FILE = os.path.join("reports", "eval.json")
+TABLE_FILE = "eval.md"
+CURVE_FILE = "recall_at_k.png"
+MISSES_FILE = "deer_misses.jsonl"
+ROUNDS_FILE = "recall_by_round.png"
+
+
+def format_markdown(report: dict) -> str:
+  """Markdown tables like the paper's Table 2, one per dataset, with the counts."""
+  lines = [f"# Entity retrieval recall ({report['num_entities']} entities, "
+           f"index: {report['index']})", ""]
+  for name, section in report["datasets"].items():
+    lines += [f"## {name}", "",
+              f"{section['num_mentions']} mentions: {section['num_in_kb']} with gold in the KB, "
+              f"{section['num_gold_missing_from_kb']} gold missing from the KB, "
+              f"{section['num_unresolvable_gold']} unresolvable, {section['num_nil']} NIL "
+              "(not scored). In-KB recall (overall recall in parentheses).", "",
+              "| system | " + " | ".join(f"R@{k}" for k in KS) + " |",
+              "|---|" + "---|" * len(KS)]
+    for system in SYSTEMS:
+      s = section["systems"][system]
+      lines.append(f"| {system} | " + " | ".join(
+          f"{s[f'recall@{k}']:.3f} ({s[f'overall_recall@{k}']:.3f})" for k in KS) + " |")
+    lines.append("")
+    split = section.get("by_gold_seen_in_training")
+    if split:
+      n = {part: split[part]["DEER"]["num_in_kb"] for part in split}
+      lines += [f"In-KB recall by whether the gold entity is the gold of a training mention "
+                f"(seen: {n['seen']} mentions, unseen: {n['unseen']}):", "",
+                "| system | " + " | ".join(f"seen R@{k}" for k in KS) + " | "
+                + " | ".join(f"unseen R@{k}" for k in KS) + " |",
+                "|---|" + "---|" * (2 * len(KS))]
+      for system in SYSTEMS:
+        lines.append(f"| {system} | " + " | ".join(
+            f"{split[part][system][f'recall@{k}']:.3f}" for part in ("seen", "unseen")
+            for k in KS) + " |")
+      lines.append("")
+    ambiguous = section.get("ambiguous_spans")
+    if ambiguous and ambiguous["num_mentions"]:
+      lines += [f"In-KB recall on the {ambiguous['num_mentions']} mentions whose span is an alias "
+                "of two or more entities in the training alias table, gold among them (the "
+                "context has to decide); DEER (no context) blanks the contexts:", "",
+                "| system | " + " | ".join(f"R@{k}" for k in KS) + " |",
+                "|---|" + "---|" * len(KS)]
+      for system, s in ambiguous["systems"].items():
+        lines.append(f"| {system} | " + " | ".join(f"{s[f'recall@{k}']:.3f}" for k in KS) + " |")
+      lines.append("")
+  return "\n".join(lines)
+
+
+def _pyplot():
+  import matplotlib  # pylint: disable=g-import-not-at-top
+  matplotlib.use("Agg")  # files only, no display
+  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+  return plt
+
+
+def _save_png(plt, fig, path: str):
+  """Writes `fig` to `path` atomically (temp file + rename) and frees it."""
+  fig.tight_layout()
+  fig.savefig(path + ".tmp.png", dpi=100)
+  plt.close(fig)
+  os.replace(path + ".tmp.png", path)
+
+
+def plot_recall_curves(report: dict, path: str):
+  """Writes a PNG of in-KB recall@k, k = 1..100, per system, one panel per dataset."""
+  plt = _pyplot()
+  names = list(report["datasets"])
+  fig, axes = plt.subplots(1, len(names), figsize=(5 * len(names), 4), squeeze=False)
+  for ax, name in zip(axes[0], names):
+    section = report["datasets"][name]
+    for system in SYSTEMS:
+      curve = section["recall_curves"][system]
+      ax.plot(range(1, len(curve) + 1), curve, label=system)
+    ax.set_xscale("log")
+    ax.set_xlabel("k")
+    ax.set_ylabel("in-KB recall@k")
+    ax.set_ylim(0, 1)
+    ax.set_title(f"{name} ({section['num_in_kb']} in-KB mentions)")
+    ax.grid(True, alpha=0.3)
+    ax.legend(loc="lower right")
+  _save_png(plt, fig, path)
+
+
+def format_table(report: dict) -> str:
+  """The paper's Table 2 layout: one row per system, recall@1/@10/@100 per dataset."""
+  lines = []
+  for name, section in report["datasets"].items():
+    lines.append(f"\n{name}: {section['num_mentions']} mentions "
+                 f"({section['num_in_kb']} with gold in the KB of {report['num_entities']} "
+                 f"entities, {section['num_gold_missing_from_kb']} missing, "
+                 f"{section['num_nil']} NIL); in-KB recall")
+    lines.append(f"  {'system':<10}" + "".join(f"{'R@' + str(k):>9}" for k in KS))
+    for system in SYSTEMS:
+      s = section["systems"][system]
+      lines.append(f"  {system:<10}" + "".join(f"{s[f'recall@{k}']:>9.3f}" for k in KS))
+  return "\n".join(lines)
+
+
+def plot_rounds(rounds: Sequence[dict], path: str):
+  """Held-out recall@1 and recall@100 of DEER after each mining round (paper Figure 2), PNG;
+  also recall@1 on mentions of entities seen / unseen in training when the rounds have them."""
+  plt = _pyplot()
+  fig, ax = plt.subplots(figsize=(5, 4))
+  x = [r["round"] for r in rounds]
+  for key in ("recall@1", "recall@100", "seen_recall@1", "unseen_recall@1"):
+    if all(key in r for r in rounds):
+      ax.plot(x, [r[key] for r in rounds], marker="o", label=key.replace("_", " "),
+              linestyle="--" if "seen_" in key else "-")
+  ax.set_xlabel("hard negative mining round (0: in-batch negatives only)")
+  ax.set_ylabel("held-out recall")
+  ax.set_xticks(x)
+  ax.set_ylim(0, 1)
+  ax.grid(True, alpha=0.3)
+  ax.legend(loc="lower right")
+  _save_png(plt, fig, path)

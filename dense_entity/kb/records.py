@@ -1,0 +1,108 @@
+"""tf.data input of the extraction outputs (schema.py names the features; WORKSPACE.md the files).
+"""
+
+import json
+import os
+from typing import List
+
+import tensorflow as tf
+
+from dense_entity.kb import schema
+
+_STRING = tf.io.FixedLenFeature([], tf.string, default_value="")
+_STRINGS = tf.io.RaggedFeature(tf.string)
+
+MENTION_SPEC = {
+    **{name: _STRING for name in schema.MENTION_FEATURES},
+    schema.ENTITY_TITLE: _STRING,
+    schema.ENTITY_TEXT: _STRING,
+    schema.ENTITY_CATEGORIES: _STRINGS,
+    schema.SOURCE_PAGE: _STRING,
+    schema.MENTION_ID: _STRING,
+}
+
+ENTITY_SPEC = {
+    schema.ENTITY_TITLE: _STRING,
+    schema.ENTITY_TEXT: _STRING,
+    schema.ENTITY_CATEGORIES: _STRINGS,
+}
+
+
+def require_extraction(extract_dir: str) -> dict:
+  """Returns the extraction MANIFEST.json; raises FileNotFoundError when the stage did not finish.
+  """
+  path = os.path.join(extract_dir, schema.MANIFEST_FILE)
+  if not tf.io.gfile.exists(path):
+    raise FileNotFoundError(
+        f"{path} is missing: {extract_dir} holds no finished extraction (run "
+        "`python -m beam_pipelines.extract_wikipedia --output_dir=...` first)")
+  with tf.io.gfile.GFile(path) as f:
+    return json.load(f)
+
+
+def record_files(extract_dir: str, prefix: str) -> List[str]:
+  """Sorted TFRecord shards `prefix-*` of a finished extraction; raises if there are none."""
+  require_extraction(extract_dir)
+  files = sorted(tf.io.gfile.glob(os.path.join(extract_dir, prefix + "-*")))
+  if not files:
+    raise FileNotFoundError(f"no {prefix}-* files in {extract_dir}")
+  return files
+
+
+def _join_categories(features):
+  cats = features[schema.ENTITY_CATEGORIES]
+  features[schema.ENTITY_CATEGORIES] = tf.strings.reduce_join(
+      cats, axis=-1, separator=schema.CATEGORY_SEPARATOR)
+  return features
+
+
+def mention_dataset(files: List[str], batch_size: int, shuffle_buffer: int = 0,
+                    repeat: bool = False, seed: int = 1,
+                    drop_remainder: bool = False, shard=(1, 0)) -> tf.data.Dataset:
+  """Batches of mention examples with their gold entity's features.
+
+  Args:
+    files: TFRecord shards of mention examples.
+    batch_size: examples per batch.
+    shuffle_buffer: 0 keeps file order.
+    repeat: repeat forever.
+    seed: shuffle seed.
+    drop_remainder: drop a last partial batch.
+    shard: (num_shards, index): read only every num_shards-th file (one input pipeline of
+      several workers).
+
+  Returns:
+    A dataset of dicts: the 4 mention features and the 3 entity features as tf.string
+    `[batch]` (categories '|'-joined), plus SOURCE_PAGE and MENTION_ID.
+  """
+  ds = tf.data.Dataset.from_tensor_slices(files)
+  if shard[0] > 1:
+    ds = ds.shard(*shard)
+  if shuffle_buffer:
+    ds = ds.shuffle(len(files), seed=seed)
+  ds = ds.interleave(tf.data.TFRecordDataset, cycle_length=min(4, len(files)),
+                     num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+  if repeat:
+    ds = ds.repeat()
+  if shuffle_buffer:
+    ds = ds.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
+  ds = ds.batch(batch_size, drop_remainder=drop_remainder)
+  ds = ds.map(lambda x: _join_categories(tf.io.parse_example(x, MENTION_SPEC)),
+              num_parallel_calls=tf.data.AUTOTUNE)
+  return ds.prefetch(tf.data.AUTOTUNE)
+
+
+def entity_dataset(files: List[str], batch_size: int) -> tf.data.Dataset:
+  """Batches of entity features (tf.string `[batch]` each, categories '|'-joined), file order."""
+  ds = tf.data.TFRecordDataset(files).batch(batch_size)
+  ds = ds.map(lambda x: _join_categories(tf.io.parse_example(x, ENTITY_SPEC)),
+              num_parallel_calls=tf.data.AUTOTUNE)
+  return ds.prefetch(tf.data.AUTOTUNE)
+
+
+def mention_features(batch):
+  return {name: batch[name] for name in schema.MENTION_FEATURES}
+
+
+def entity_features(batch):
+  return {name: batch[name] for name in schema.ENTITY_FEATURES}

@@ -1,0 +1,146 @@
+"""In-graph text featurization: tokens, unigram ids and hashed bigram ids (tensorflow-text).
+
+Gillick et al. (2019), section 4.1: every text feature is a bag of unigrams and bigrams; unigrams
+in the vocabulary (GloVe's, when given) get their own row of the shared embedding table, and
+out-of-vocabulary unigrams and all bigrams are hashed into `num_buckets` rows after the vocabulary.
+Row layout of the shared table: [0, V) vocabulary words, [V, V + num_buckets) hash buckets.
+
+Everything here is TensorFlow ops, so training, the Beam pipelines and the exported SavedModels
+featurize with the same graph; nothing in Python re-implements it. Hashing uses
+`tf.strings.to_hash_bucket_fast` (FarmHash Fingerprint64), stable across processes and machines,
+never Python's `hash()`.
+"""
+
+from typing import Optional, Sequence, Tuple
+
+import keras
+import tensorflow as tf
+import tensorflow_text as tf_text
+
+from dense_entity.kb import schema
+
+# Tokens: runs of letters/digits/marks, or any other single non-space character; the mention
+# mask symbol stays one token. Applied after case folding, so the mask is matched lower-cased.
+_MASK = schema.MENTION_MASK.lower().replace("[", r"\[").replace("]", r"\]")
+_PUNCT = r"[^\pL\pN\pM\s]"
+DELIM_PATTERN = _MASK + "|" + _PUNCT + r"|\s+"
+KEEP_DELIM_PATTERN = _MASK + "|" + _PUNCT
+
+BIGRAM_SEPARATOR = " "
+# N-gram widths are constants of the model, not user input.
+NGRAM_WIDTH = 2
+
+
+def tokenize(texts: tf.Tensor) -> tf.RaggedTensor:
+  """Normalizes (NFKC, case folding) and tokenizes strings.
+
+  Args:
+    texts: tf.string `[batch]`.
+
+  Returns:
+    tf.string ragged `[batch, (tokens)]`; '' and whitespace-only strings give no tokens.
+  """
+  texts = tf_text.normalize_utf8(texts, "NFKC")
+  texts = tf_text.case_fold_utf8(texts)
+  return tf_text.regex_split(texts, DELIM_PATTERN, KEEP_DELIM_PATTERN)
+
+
+def bigrams(tokens: tf.RaggedTensor) -> tf.RaggedTensor:
+  """Returns adjacent token pairs joined by a space, ragged `[batch, (tokens - 1)]`."""
+  return tf_text.ngrams(tokens, NGRAM_WIDTH, reduction_type=tf_text.Reduction.STRING_JOIN,
+                        string_separator=BIGRAM_SEPARATOR)
+
+
+@keras.saving.register_keras_serializable(package="dense_entity")
+class TextFeaturizer(keras.layers.Layer):
+  """Maps strings to unigram and bigram row ids of the shared embedding table.
+
+  Args:
+    num_buckets: hash buckets after the vocabulary (paper: 5M).
+    vocabulary: words with their own rows, in row order (no duplicates); None or [] to hash
+      every unigram.
+
+  Call:
+    texts: tf.string `[batch]`.
+    Returns (unigram_ids, bigram_ids): int64 ragged `[batch, (tokens)]` and
+    `[batch, (tokens - 1)]`, values in [0, len(vocabulary) + num_buckets).
+  """
+
+  def __init__(self, num_buckets: int, vocabulary: Optional[Sequence[str]] = None, **kwargs):
+    super().__init__(trainable=False, **kwargs)
+    if num_buckets <= 0:
+      raise ValueError(f"num_buckets must be positive, got {num_buckets}")
+    self.num_buckets = int(num_buckets)
+    self.vocabulary = list(vocabulary or [])
+    if len(set(self.vocabulary)) != len(self.vocabulary):
+      raise ValueError("vocabulary has duplicate words")
+    self._table = None
+    if self.vocabulary:
+      self._table = tf.lookup.StaticHashTable(
+          tf.lookup.KeyValueTensorInitializer(
+              tf.constant(self.vocabulary, tf.string),
+              tf.range(len(self.vocabulary), dtype=tf.int64)),
+          default_value=-1)
+
+  @property
+  def vocab_size(self) -> int:
+    return len(self.vocabulary)
+
+  @property
+  def num_rows(self) -> int:
+    """Rows of the shared embedding table: vocabulary + hash buckets."""
+    return self.vocab_size + self.num_buckets
+
+  def _hashed(self, strings: tf.Tensor) -> tf.Tensor:
+    return self.vocab_size + tf.strings.to_hash_bucket_fast(strings, self.num_buckets)
+
+  def unigram_ids(self, tokens: tf.RaggedTensor) -> tf.RaggedTensor:
+    def lookup(flat):
+      hashed = self._hashed(flat)
+      if self._table is None:
+        return hashed
+      ids = self._table.lookup(flat)
+      return tf.where(ids >= 0, ids, hashed)
+    return tf.ragged.map_flat_values(lookup, tokens)
+
+  def call(self, texts) -> Tuple[tf.RaggedTensor, tf.RaggedTensor]:
+    return self.featurize(texts)[1:]
+
+  def featurize(self, texts) -> Tuple[tf.RaggedTensor, tf.RaggedTensor, tf.RaggedTensor]:
+    """Returns (tokens, unigram_ids, bigram_ids) of tf.string `[batch]` texts."""
+    texts = tf.convert_to_tensor(texts, tf.string)
+    tokens = tokenize(texts)
+    return (tokens, self.unigram_ids(tokens),
+            tf.ragged.map_flat_values(self._hashed, bigrams(tokens)))
+
+  def get_config(self):
+    config = super().get_config()
+    config.update(num_buckets=self.num_buckets, vocabulary=self.vocabulary)
+    config.pop("trainable", None)
+    return config
+
+
+@keras.saving.register_keras_serializable(package="dense_entity")
+class CategoryFeaturizer(keras.layers.Layer):
+  """Maps '|'-joined category names to hashed category ids.
+
+  Call:
+    categories: tf.string `[batch]`, names joined by `schema.CATEGORY_SEPARATOR`.
+    Returns int64 ragged `[batch, (categories)]` in [0, num_buckets); '' gives none.
+  """
+
+  def __init__(self, num_buckets: int, **kwargs):
+    super().__init__(trainable=False, **kwargs)
+    self.num_buckets = int(num_buckets)
+
+  def call(self, categories):
+    names = tf.strings.split(tf.convert_to_tensor(categories, tf.string),
+                             schema.CATEGORY_SEPARATOR)
+    names = tf.ragged.boolean_mask(names, tf.strings.length(names) > 0)
+    return tf.ragged.map_flat_values(tf.strings.to_hash_bucket_fast, names, self.num_buckets)
+
+  def get_config(self):
+    config = super().get_config()
+    config.update(num_buckets=self.num_buckets)
+    config.pop("trainable", None)
+    return config

@@ -1,0 +1,196 @@
+"""The dual encoder: mention tower phi(m), entity tower psi(e), cosine score.
+
+Gillick et al. (2019), section 4.1 and Figure 1:
+- mention tower: left context, right context and masked sentence are encoded and combined first;
+  the result is combined with the span encoding;
+- entity tower: first paragraph and categories are combined first; the result is combined with
+  the title encoding;
+- all text features share one embedding table (`layers.SharedEmbedding`); entity ids are not
+  features, so an entity never seen in training is encodable from its title, text and categories.
+Both towers take raw strings and return L2-normalised float32 `[batch, encoding_dim]`, so the
+score s(m, e) = cos(phi(m), psi(e)) is a dot product.
+"""
+
+from typing import Dict, Optional, Sequence
+
+import keras
+import tensorflow as tf
+
+from dense_entity.modeling import config as config_lib
+from dense_entity.modeling import featurizer as featurizer_lib
+from dense_entity.modeling import layers
+from dense_entity.kb import schema
+
+
+def _l2_normalize(x):
+  # epsilon keeps an all-zero encoding finite (it stays zero instead of NaN).
+  return tf.math.l2_normalize(x, axis=-1, epsilon=1e-12)
+
+
+@keras.saving.register_keras_serializable(package="dense_entity")
+class MentionEncoder(keras.layers.Layer):
+  """phi(m): the four mention features (tf.string `[batch]` each) -> `[batch, encoding_dim]`."""
+
+  def __init__(self, text_featurizer: featurizer_lib.TextFeaturizer,
+               embedding: layers.SharedEmbedding, model_config: config_lib.ModelConfig,
+               span_encoder: Optional[layers.BagOfNgramsEncoder] = None,
+               context_match: Optional[layers.ContextMatchEncoder] = None, **kwargs):
+    super().__init__(**kwargs)
+    self.text_featurizer = text_featurizer
+    self.embedding = embedding
+    self.context_match = context_match
+    c = model_config
+    # Plain attributes, not a dict: TF checkpoints track attributes of Keras 3 layers, and
+    # layers held in a dict would silently be left out of checkpoints.
+    self.span_encoder = span_encoder or layers.BagOfNgramsEncoder(embedding, c.hidden_dim,
+                                                                  name="encode_span")
+    self.left_encoder = layers.BagOfNgramsEncoder(embedding, c.hidden_dim, name="encode_left")
+    self.right_encoder = layers.BagOfNgramsEncoder(embedding, c.hidden_dim, name="encode_right")
+    self.sentence_encoder = layers.BagOfNgramsEncoder(embedding, c.hidden_dim,
+                                                      name="encode_sentence")
+    self.feature_encoders = {
+        schema.MENTION_SPAN: self.span_encoder, schema.MENTION_LEFT: self.left_encoder,
+        schema.MENTION_RIGHT: self.right_encoder, schema.MENTION_SENTENCE: self.sentence_encoder}
+    self.context_encoder = layers.CompoundEncoder(c.hidden_dim, c.hidden_dim, name="context")
+    self.mention_encoder = layers.CompoundEncoder(c.hidden_dim, c.encoding_dim, name="mention")
+
+  def encode_feature(self, name, texts):
+    return self.feature_encoders[name](self.text_featurizer(texts))
+
+  def call(self, features: Dict[str, tf.Tensor]) -> tf.Tensor:
+    tokens, *sentence_ids = self.text_featurizer.featurize(features[schema.MENTION_SENTENCE])
+    context = self.context_encoder([
+        self.encode_feature(schema.MENTION_LEFT, features[schema.MENTION_LEFT]),
+        self.encode_feature(schema.MENTION_RIGHT, features[schema.MENTION_RIGHT]),
+        self.sentence_encoder(tuple(sentence_ids)),
+    ])
+    span = self.encode_feature(schema.MENTION_SPAN, features[schema.MENTION_SPAN])
+    encoding = self.mention_encoder([context, span])
+    if self.context_match is None:
+      return _l2_normalize(encoding)
+    # The lexical channel reads the (masked) sentence, so the span's own words do not count.
+    return self.context_match.combine(encoding, self.context_match(sentence_ids[0], tokens))
+
+
+@keras.saving.register_keras_serializable(package="dense_entity")
+class EntityEncoder(keras.layers.Layer):
+  """psi(e): title, text (tf.string `[batch]`) and categories ('|'-joined tf.string `[batch]`)
+  -> `[batch, encoding_dim]`."""
+
+  def __init__(self, text_featurizer: featurizer_lib.TextFeaturizer,
+               embedding: layers.SharedEmbedding, model_config: config_lib.ModelConfig,
+               title_encoder: Optional[layers.BagOfNgramsEncoder] = None,
+               context_match: Optional[layers.ContextMatchEncoder] = None, **kwargs):
+    super().__init__(**kwargs)
+    c = model_config
+    self.text_featurizer = text_featurizer
+    self.embedding = embedding
+    self.context_match = context_match
+    self.category_featurizer = featurizer_lib.CategoryFeaturizer(c.num_category_buckets)
+    self.title_encoder = title_encoder or layers.BagOfNgramsEncoder(embedding, c.hidden_dim,
+                                                                    name="encode_title")
+    self.text_encoder = layers.BagOfNgramsEncoder(embedding, c.hidden_dim, name="encode_text")
+    self.category_encoder = layers.BagOfCategoriesEncoder(
+        c.num_category_buckets, c.category_dim, c.hidden_dim, name="encode_categories")
+    self.description_encoder = layers.CompoundEncoder(c.hidden_dim, c.hidden_dim,
+                                                      name="description")
+    self.entity_encoder = layers.CompoundEncoder(c.hidden_dim, c.encoding_dim, name="entity")
+
+  def call(self, features: Dict[str, tf.Tensor]) -> tf.Tensor:
+    text_tokens, *text_ids = self.text_featurizer.featurize(features[schema.ENTITY_TEXT])
+    title_tokens, *title_ids = self.text_featurizer.featurize(features[schema.ENTITY_TITLE])
+    description = self.description_encoder([
+        self.text_encoder(tuple(text_ids)),
+        self.category_encoder(self.category_featurizer(features[schema.ENTITY_CATEGORIES])),
+    ])
+    title = self.title_encoder(tuple(title_ids))
+    encoding = self.entity_encoder([description, title])
+    if self.context_match is None:
+      return _l2_normalize(encoding)
+    # Title and text (the tokens of 'title text'): an entity without a text is matched on the
+    # words of its title ('Georgia (U.S. state)': 'u', 's', 'state').
+    return self.context_match.combine(encoding, self.context_match(
+        tf.concat([title_ids[0], text_ids[0]], axis=1),
+        tf.concat([title_tokens, text_tokens], axis=1)))
+
+
+class DualEncoder(tf.Module):
+  """Both towers over one featurizer and one shared embedding table, plus the learned scales.
+
+  Args:
+    model_config: dimensions (config.ModelConfig).
+    vocabulary: words with their own embedding rows (e.g. GloVe's), or None.
+    initial_embeddings: optional float32 `[len(vocabulary), d']` rows copied into the first d'
+      columns of the vocabulary rows (GloVe initialisation, paper section 4.1).
+
+  Attributes:
+    mention_encoder, entity_encoder: the towers (Keras layers; a keras.Model would add its own
+      float32 serving signature to the SavedModel, which raw-string towers cannot trace).
+    scale: learned scalar `a` multiplying cosines in the softmax task (section 4.2).
+    hard_negative_scale, hard_negative_bias: a_h and b_h of the logistic task (section 4.3).
+  """
+
+  def __init__(self, model_config: config_lib.ModelConfig,
+               vocabulary: Optional[Sequence[str]] = None, initial_embeddings=None):
+    super().__init__(name="dual_encoder")
+    self.model_config = model_config
+    self.text_featurizer = featurizer_lib.TextFeaturizer(model_config.num_buckets, vocabulary)
+    self.embedding = layers.SharedEmbedding(self.text_featurizer.num_rows,
+                                            model_config.embedding_dim, name="shared_embedding")
+    if initial_embeddings is not None:
+      self._init_vocabulary_rows(initial_embeddings)
+    # Optionally one feed-forward layer encodes both the mention span and the entity title, so
+    # the same string gives the same feature encoding on both sides, also for words never seen
+    # in training (not in the paper; config.ModelConfig.share_span_title_encoder).
+    shared = None
+    if model_config.share_span_title_encoder:
+      shared = layers.BagOfNgramsEncoder(self.embedding, model_config.hidden_dim,
+                                         name="encode_span_and_title")
+    # Optionally a lexical context-description channel shared by both towers
+    # (config.ModelConfig.context_match_dim; layers.ContextMatchEncoder).
+    self.context_match = None
+    if model_config.context_match_dim > 0:
+      self.context_match = layers.ContextMatchEncoder(
+          self.text_featurizer.num_rows, model_config.context_match_dim,
+          model_config.context_match_weight, name="context_match")
+    self.mention_encoder = MentionEncoder(self.text_featurizer, self.embedding, model_config,
+                                          span_encoder=shared, context_match=self.context_match,
+                                          name="mention_encoder")
+    self.entity_encoder = EntityEncoder(self.text_featurizer, self.embedding, model_config,
+                                        title_encoder=shared, context_match=self.context_match,
+                                        name="entity_encoder")
+    self.scale = tf.Variable(model_config.initial_scale, dtype=tf.float32, name="scale")
+    self.hard_negative_scale = tf.Variable(model_config.initial_scale, dtype=tf.float32,
+                                           name="hard_negative_scale")
+    self.hard_negative_bias = tf.Variable(0.0, dtype=tf.float32, name="hard_negative_bias")
+    # Build both towers so variables exist before checkpoints are restored.
+    self.mention_encoder({name: tf.constant([""]) for name in schema.MENTION_FEATURES})
+    self.entity_encoder({name: tf.constant([""]) for name in schema.ENTITY_FEATURES})
+
+  @property
+  def encoding_dim(self) -> int:
+    """Width of both towers' encodings: encoding_dim (+ context_match_dim when enabled)."""
+    return self.model_config.encoding_dim + max(self.model_config.context_match_dim, 0)
+
+  def _init_vocabulary_rows(self, vectors):
+    vectors = tf.convert_to_tensor(vectors, tf.float32)
+    v, d = vectors.shape
+    if v != self.text_featurizer.vocab_size:
+      raise ValueError(f"initial_embeddings has {v} rows for a vocabulary of "
+                       f"{self.text_featurizer.vocab_size} words")
+    d = min(d, self.model_config.embedding_dim)
+    # Scale pretrained rows to the initializer's norm so that bucket rows and word rows start
+    # on a comparable footing.
+    rows = vectors[:, :d]
+    rows = rows / (tf.norm(rows, axis=-1, keepdims=True) + 1e-6) * (0.1 * d ** 0.5)
+    table = self.embedding.embeddings
+    table.assign(tf.tensor_scatter_nd_update(
+        tf.convert_to_tensor(table), tf.range(v)[:, None],
+        tf.concat([rows, tf.convert_to_tensor(table)[:v, d:]], axis=1)))
+
+  @property
+  def trainable_variables(self):
+    return (list(self.mention_encoder.trainable_variables)
+            + [w for w in self.entity_encoder.trainable_variables
+               if all(w is not m for m in self.mention_encoder.trainable_variables)]
+            + [self.scale, self.hard_negative_scale, self.hard_negative_bias])

@@ -1,0 +1,219 @@
+"""One serving SavedModel: raw mention strings in, top-k entity titles and scores out.
+
+Paper section 5.2: a mention is encoded and its nearest entities by cosine are retrieved from
+the pre-encoded KB. This module puts the exported mention encoder, the (L2-normalised) entity
+encodings and the entity titles into one SavedModel, with exact (brute-force) search inside the
+graph, so a serving team loads one directory and needs nothing of this project:
+
+  import tensorflow as tf
+  import tensorflow_text  # registers the text ops of the featurizer; needed before loading
+  serve = tf.saved_model.load("WS/export/serving").signatures["serving_default"]
+  out = serve(mention_span=tf.constant(["Phoenix"]),
+              mention_left_context=tf.constant([""]),
+              mention_right_context=tf.constant(["once again played a late"]),
+              mention_sentence=tf.constant(["[MASK] once again played a late night show"]))
+  out["titles"]   # tf.string [batch, k]: entity titles (the entity ids), best first
+  out["scores"]   # float32 [batch, k]: cosines, decreasing along each row
+  out["row_ids"]  # int32 [batch, k]: row ids (line numbers of WS/index/entity_titles.txt)
+
+The four inputs are the mention features of `dense_entity.mention_features.mention_features`
+(tf.string [batch] each). The graph is the mention encoder SavedModel's graph followed by
+`l2_normalize`, one matmul against the entity encodings and `tf.math.top_k`: no custom ops
+beyond tensorflow-text's, no ScaNN. Results equal `EntityRetriever` with the brute-force index
+(same titles; equal scores are ordered by row id in both; scores within float32 rounding).
+
+k is fixed at export time (`--k`, default 100; clamped to the number of entities); take a
+prefix of each row for fewer. The entity encodings ([num_entities, dim] float32) and titles are
+variables of the SavedModel, so a paper-size KB (5.7M x 300) stays out of the 2 GiB graph proto.
+A mention whose encoding has zero norm (no cosine is defined; `EntityRetriever` raises for it)
+gets score 0.0 for every entity and the first k row ids.
+
+Usage:
+  python -m export.serving --workspace=WS [--k=100] [--output_dir=WS/export/serving]
+
+Writes OUTPUT_DIR (default WS/export/serving) atomically: the SavedModel plus
+`serving_manifest.json` {"model_fingerprint", "k", "num_entities", "encoding_dim", "inputs",
+"outputs", "entity_source", "serving_fingerprint"}, written last.
+"""
+
+import hashlib
+import json
+import os
+import shutil
+import uuid
+from typing import Dict, Optional, Sequence
+
+import numpy as np
+import tensorflow as tf
+
+from dense_entity.common import fileio
+from dense_entity.kb import schema
+from dense_entity.retrieval import index_builder
+from dense_entity.retrieval import index as index_lib
+from dense_entity.serving import savedmodel
+
+SERVING_DIR = "serving"
+MANIFEST_FILE = "serving_manifest.json"
+DEFAULT_K = 100
+TITLES_KEY = "titles"
+SCORES_KEY = "scores"
+ROW_IDS_KEY = "row_ids"
+OUTPUTS = (TITLES_KEY, SCORES_KEY, ROW_IDS_KEY)
+
+
+class ServingModule(tf.Module):
+  """Mention features -> top-k entities by exact cosine search, as one tf.function.
+
+  Args:
+    mention_encoder: a loaded mention encoder SavedModel (tf.saved_model.load of
+      WS/export/mention_encoder); its variables and lookup tables become part of this module.
+    encodings: float32 `[num_entities, dim]`, L2-normalised rows (zero rows allowed).
+    titles: `[num_entities]` entity titles; titles[i] is row i of `encodings`.
+    k: results per mention, 1 <= k <= num_entities.
+  """
+
+  def __init__(self, mention_encoder, encodings: np.ndarray, titles: Sequence[str], k: int):
+    super().__init__(name="entity_retrieval")
+    self.mention_encoder = mention_encoder
+    self.entity_encodings = tf.Variable(encodings, trainable=False, dtype=tf.float32,
+                                        name="entity_encodings")
+    self.entity_titles = tf.Variable(list(titles), trainable=False, dtype=tf.string,
+                                     name="entity_titles")
+    self.k = k
+    encode = mention_encoder.signatures["serving_default"]
+    spec = {n: tf.TensorSpec([None], tf.string, name=n) for n in schema.MENTION_FEATURES}
+
+    # One dict argument, so the signature's inputs are named by feature (savedmodel._Encoder).
+    @tf.function(input_signature=[spec])
+    def serve(features):
+      q = encode(**features)[savedmodel.OUTPUT_KEY]
+      # The index normalises queries again too (export.index); an encoding of zero norm stays 0.
+      q = tf.math.l2_normalize(q, axis=-1, epsilon=1e-12)
+      scores = tf.matmul(q, self.entity_encodings, transpose_b=True)  # [batch, num_entities]
+      # top_k is sorted and puts the lower index first among equal values (as brute force).
+      top_scores, row_ids = tf.math.top_k(scores, k=self.k, sorted=True)
+      return {TITLES_KEY: tf.gather(self.entity_titles, row_ids),
+              SCORES_KEY: top_scores,
+              ROW_IDS_KEY: row_ids}
+
+    self.serve = serve
+
+
+def _fingerprint(directory: str) -> str:
+  """sha256 (16 hex digits) over the files under `directory`, in a stable order."""
+  h = hashlib.sha256()
+  for root, dirs, files in os.walk(directory):
+    dirs.sort()
+    for name in sorted(files):
+      path = os.path.join(root, name)
+      h.update(os.path.relpath(path, directory).encode())
+      with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+          h.update(block)
+  return h.hexdigest()[:16]
+
+
+def _entity_encodings(index_dir: str, fingerprint: str, dim: int):
+  """Returns (normalised encodings [n, dim], description of where they came from).
+
+  Prefers the brute-force index (checked against the model fingerprint and dim); without one,
+  reads entity_encodings.npy after checking indexes.json names the same model.
+  """
+  brute_force_dir = os.path.join(index_dir, index_lib.BRUTE_FORCE)
+  if os.path.isdir(brute_force_dir):
+    index = index_lib.EntityIndex.load(brute_force_dir, expected_model_fingerprint=fingerprint,
+                                       expected_dim=dim)
+    if index.effective_kind == index_lib.BRUTE_FORCE:
+      return index.encodings, brute_force_dir
+  summary_path = os.path.join(index_dir, index_builder.SUMMARY_FILENAME)
+  path = os.path.join(index_dir, "entity_encodings.npy")
+  if not os.path.isfile(summary_path) or not os.path.isfile(path):
+    raise FileNotFoundError(f"{index_dir}: neither a brute_force index nor entity_encodings.npy "
+                            f"with {index_builder.SUMMARY_FILENAME}; run export.encode_entities")
+  with open(summary_path, encoding="utf-8") as f:
+    built_from = json.load(f).get("model_fingerprint")
+  if built_from != fingerprint:
+    raise ValueError(f"{path} was encoded by model {built_from!r} ({summary_path}), but the "
+                     f"export is model {fingerprint!r}; re-encode the entities")
+  index = index_lib.EntityIndex.build(np.load(path), index_lib.BRUTE_FORCE, fingerprint)
+  if index.dim != dim:
+    raise ValueError(f"{path} has dim {index.dim}, the export has encoding_dim {dim}")
+  return index.encodings, path
+
+
+def export_serving_model(export_dir: str, index_dir: str, output_dir: Optional[str] = None,
+                         k: int = DEFAULT_K) -> Dict:
+  """Writes the serving SavedModel and its manifest, atomically (paper section 5.2).
+
+  Args:
+    export_dir: the encoder export (WS/export, with export_manifest.json).
+    index_dir: the entity index directory (WS/index): entity_titles.txt and the brute_force
+      index (or entity_encodings.npy + indexes.json) made by the same model.
+    output_dir: destination; default EXPORT_DIR/serving. Replaced when it exists; a failed
+      export leaves the previous one (or nothing) in place.
+    k: results per mention, fixed in the graph; clamped to the number of entities.
+
+  Returns:
+    The manifest written to OUTPUT_DIR/serving_manifest.json.
+
+  Raises:
+    FileNotFoundError: the export, titles or encodings are missing (the message names them).
+    ValueError: k < 1, encodings of another model or dimension, or titles not matching them.
+  """
+  if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+    raise ValueError(f"k must be a positive integer, got {k!r}")
+  manifest = savedmodel.read_manifest(export_dir)
+  fingerprint, dim = manifest["model_fingerprint"], int(manifest["encoding_dim"])
+  titles_path = os.path.join(index_dir, index_lib.TITLES_FILENAME)
+  if not os.path.isfile(titles_path):
+    raise FileNotFoundError(f"{titles_path} is missing; run export.encode_entities")
+  titles = index_builder.read_titles(titles_path)
+  encodings, source = _entity_encodings(index_dir, fingerprint, dim)
+  if len(titles) != encodings.shape[0]:
+    raise ValueError(f"{titles_path} has {len(titles)} titles for {encodings.shape[0]} entity "
+                     f"encodings ({source})")
+  k = min(int(k), len(titles))
+
+  encoder_path = os.path.join(export_dir, savedmodel.MENTION_ENCODER_DIR)
+  if not os.path.isfile(os.path.join(encoder_path, "saved_model.pb")):
+    raise FileNotFoundError(f"{encoder_path}: no saved_model.pb (not an exported encoder)")
+  # The encoder graph holds tensorflow-text ops; this import registers them.
+  import tensorflow_text  # pylint: disable=g-import-not-at-top,unused-import
+  module = ServingModule(tf.saved_model.load(encoder_path), encodings, titles, k)
+
+  output_dir = os.path.abspath(output_dir or os.path.join(export_dir, SERVING_DIR))
+  tmp = f"{output_dir}.tmp-{uuid.uuid4().hex[:8]}"
+  os.makedirs(os.path.dirname(output_dir), exist_ok=True)
+  try:
+    tf.saved_model.save(module, tmp, signatures={"serving_default": module.serve})
+    serving_manifest = {
+        "model_fingerprint": fingerprint,
+        "serving_fingerprint": _fingerprint(tmp),
+        "k": k,
+        "num_entities": len(titles),
+        "encoding_dim": dim,
+        "inputs": list(schema.MENTION_FEATURES),
+        "outputs": {TITLES_KEY: "tf.string [batch, k]", SCORES_KEY: "float32 [batch, k]",
+                    ROW_IDS_KEY: "int32 [batch, k]"},
+        "search": "brute force (exact cosine), tf.math.top_k",
+        "entity_source": os.path.abspath(source),
+        "titles": os.path.abspath(titles_path),
+        "requires": ["tensorflow", "tensorflow_text"],
+    }
+    with open(os.path.join(tmp, MANIFEST_FILE), "w", encoding="utf-8") as f:
+      json.dump(serving_manifest, f, indent=2, sort_keys=True)
+      f.write("\n")
+    fileio.replace_directory(tmp, output_dir)
+  except BaseException:
+    shutil.rmtree(tmp, ignore_errors=True)
+    raise
+  return serving_manifest
+
+
+def read_manifest(serving_dir: str) -> Dict:
+  """Reads serving_manifest.json; FileNotFoundError naming it when the export is incomplete."""
+  path = os.path.join(serving_dir, MANIFEST_FILE)
+  if not os.path.isfile(path):
+    raise FileNotFoundError(f"{path} is missing: {serving_dir} holds no finished serving export")
+  with open(path, encoding="utf-8") as f:
+    return json.load(f)

@@ -1,0 +1,159 @@
+"""Mention and entity encoder SavedModels taking raw strings, and their loader.
+
+Each SavedModel has one signature, 'serving_default':
+- mention encoder: inputs `mention_span`, `mention_left_context`, `mention_right_context`,
+  `mention_sentence`, each tf.string `[batch]`;
+- entity encoder: inputs `entity_title`, `entity_text`, `entity_categories` ('|'-joined
+  category names), each tf.string `[batch]`;
+- output `encodings`: float32 `[batch, encoding_dim]`, L2-normalised (an input with no tokens at
+  all encodes to a finite vector, possibly zero). With the lexical context-description channel
+  (config.ModelConfig.context_match_dim) an encoding is [sqrt(1 - w) * learned, sqrt(w) *
+  lexical], of norm 1, or sqrt(1 - w) when its text holds no word of any entity's text; the
+  indexes normalise rows and queries, which leaves each query's ranking unchanged.
+Featurization is inside the graph (tensorflow-text ops), so a serving process needs only
+`import tensorflow_text` before loading; `load_encoder` does that.
+"""
+
+import hashlib
+import json
+import os
+import shutil
+import uuid
+from typing import Dict
+
+import numpy as np
+import tensorflow as tf
+
+from dense_entity.common import fileio
+from dense_entity.modeling import models
+from dense_entity.kb import schema
+
+MENTION_ENCODER_DIR = "mention_encoder"
+ENTITY_ENCODER_DIR = "entity_encoder"
+MANIFEST_FILE = "export_manifest.json"
+OUTPUT_KEY = "encodings"
+
+
+class _Encoder(tf.Module):
+  """Wraps a tower with a string-in, encodings-out signature."""
+
+  def __init__(self, tower, feature_names):
+    super().__init__()
+    self.tower = tower
+    self.feature_names = tuple(feature_names)
+    # One dict argument: the signature's inputs are then named by feature (positional
+    # arguments would be matched to names in sorted order, silently permuting features).
+    spec = {n: tf.TensorSpec([None], tf.string, name=n) for n in self.feature_names}
+
+    @tf.function(input_signature=[spec])
+    def serve(features):
+      return {OUTPUT_KEY: self.tower(features)}
+
+    self.serve = serve
+
+
+def _fingerprint(directories) -> str:
+  """sha256 over the files of the SavedModels (graph and variables), in a stable order."""
+  h = hashlib.sha256()
+  for directory in directories:
+    for root, dirs, files in os.walk(directory):
+      dirs.sort()
+      for name in sorted(files):
+        path = os.path.join(root, name)
+        h.update(os.path.relpath(path, directory).encode())
+        with open(path, "rb") as f:
+          for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+  return h.hexdigest()[:16]
+
+
+def export_encoders(model: models.DualEncoder, export_dir: str, extra: Dict = None) -> dict:
+  """Writes both SavedModels and `export_manifest.json` into `export_dir`, atomically.
+
+  The files are written to a temporary sibling directory which replaces `export_dir` only when
+  complete, so a failed export leaves the previous one (or nothing) in place.
+
+  Returns:
+    The manifest: {'model_fingerprint', 'encoding_dim', 'mention_inputs', 'entity_inputs', ...}.
+  """
+  export_dir = os.path.abspath(export_dir)
+  tmp = f"{export_dir}.tmp-{uuid.uuid4().hex[:8]}"
+  os.makedirs(tmp)
+  try:
+    for sub, tower, names in ((MENTION_ENCODER_DIR, model.mention_encoder,
+                               schema.MENTION_FEATURES),
+                              (ENTITY_ENCODER_DIR, model.entity_encoder,
+                               schema.ENTITY_FEATURES)):
+      module = _Encoder(tower, names)
+      tf.saved_model.save(module, os.path.join(tmp, sub),
+                          signatures={"serving_default": module.serve})
+    manifest = {
+        "model_fingerprint": _fingerprint([os.path.join(tmp, MENTION_ENCODER_DIR),
+                                           os.path.join(tmp, ENTITY_ENCODER_DIR)]),
+        "encoding_dim": int(model.encoding_dim),
+        "mention_inputs": list(schema.MENTION_FEATURES),
+        "entity_inputs": list(schema.ENTITY_FEATURES),
+        "output": OUTPUT_KEY,
+        **(extra or {}),
+    }
+    with open(os.path.join(tmp, MANIFEST_FILE), "w") as f:
+      json.dump(manifest, f, indent=2, sort_keys=True)
+    fileio.replace_directory(tmp, export_dir)
+  except BaseException:
+    shutil.rmtree(tmp, ignore_errors=True)
+    raise
+  return manifest
+
+
+def read_manifest(export_dir: str) -> dict:
+  """Reads `export_manifest.json`; FileNotFoundError naming it when the export is incomplete."""
+  path = os.path.join(export_dir, MANIFEST_FILE)
+  if not os.path.exists(path):
+    raise FileNotFoundError(f"{path} is missing: {export_dir} holds no finished export")
+  with open(path) as f:
+    return json.load(f)
+
+
+class Encoder:
+  """A loaded encoder SavedModel: `encoder(features) -> float32 np.ndarray [batch, dim]`.
+
+  Args (of __call__):
+    features: dict from input name to a list / array of `batch` strings; every input of the
+      signature is required.
+
+  Raises:
+    ValueError: naming the missing inputs or when inputs differ in length.
+  """
+
+  def __init__(self, path: str):
+    # The graph holds tensorflow-text ops; registering them is what this import does.
+    import tensorflow_text  # pylint: disable=g-import-not-at-top,unused-import
+    self.path = path
+    self._loaded = tf.saved_model.load(path)
+    self._fn = self._loaded.signatures["serving_default"]
+    self.input_names = sorted(self._fn.structured_input_signature[1])
+
+  def __call__(self, features: Dict[str, object], batch_size: int = 1024) -> np.ndarray:
+    missing = [n for n in self.input_names if n not in features]
+    if missing:
+      raise ValueError(f"{self.path}: missing inputs {missing}; expected {self.input_names}")
+    sizes = {len(features[n]) for n in self.input_names}
+    if len(sizes) != 1:
+      raise ValueError(f"{self.path}: inputs have different lengths {sorted(sizes)}")
+    n = sizes.pop()
+    out = []
+    for start in range(0, n, batch_size):
+      batch = {name: tf.constant(list(features[name][start:start + batch_size]), tf.string)
+               if not isinstance(features[name], tf.Tensor)
+               else features[name][start:start + batch_size] for name in self.input_names}
+      out.append(self._fn(**batch)[OUTPUT_KEY].numpy())
+    if not out:
+      return np.zeros((0, int(self._fn.structured_outputs[OUTPUT_KEY].shape[-1])), np.float32)
+    return np.concatenate(out, axis=0)
+
+
+def load_encoder(path: str) -> Encoder:
+  """Loads a mention or entity encoder SavedModel (importing tensorflow_text first)."""
+  if not os.path.exists(os.path.join(path, "saved_model.pb")):
+    raise FileNotFoundError(f"{path}: no saved_model.pb (not an exported encoder)")
+  return Encoder(path)

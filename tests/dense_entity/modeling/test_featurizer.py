@@ -1,0 +1,90 @@
+"""Featurizer: tokens, ids in and out of the graph, degenerate strings, stable hashing."""
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import tensorflow as tf
+
+from dense_entity.modeling import config
+from dense_entity.modeling import featurizer
+from dense_entity.modeling import models
+from dense_entity.kb import schema
+from tests import testutil
+
+
+def _lists(ragged):
+  return [[v.decode() if isinstance(v, bytes) else int(v) for v in row]
+          for row in ragged.to_list()]
+
+
+def test_tokenize_words_punctuation_and_mask():
+  tokens = featurizer.tokenize(tf.constant(["Port Alder", "AC Milan's [MASK] über-cool",
+                                            "", "   "]))
+  assert _lists(tokens) == [["port", "alder"],
+                            ["ac", "milan", "'", "s", "[mask]", "über", "-", "cool"], [], []]
+
+
+def test_one_token_and_empty_strings_give_no_bigrams_and_no_nan():
+  # A one-token mention has 1 unigram and 0 bigrams; '' and whitespace have no features.
+  feat = featurizer.TextFeaturizer(num_buckets=1000)
+  unigrams, bigrams = feat(tf.constant(["Zug", "", "   ", "Port Alder"]))
+  assert [len(r) for r in _lists(unigrams)] == [1, 0, 0, 2]
+  assert [len(r) for r in _lists(bigrams)] == [0, 0, 0, 1]
+  tokens = featurizer.bigrams(featurizer.tokenize(tf.constant(["Port Alder"])))
+  assert _lists(tokens) == [["port alder"]]
+  model = models.DualEncoder(config.get_preset("tiny").model)
+  texts = tf.constant(["Zug", "", "   ", "Port Alder"])
+  mentions = model.mention_encoder({n: texts for n in schema.MENTION_FEATURES})
+  entities = model.entity_encoder({schema.ENTITY_TITLE: texts, schema.ENTITY_TEXT: texts,
+                                   schema.ENTITY_CATEGORIES: tf.constant(["", "", "A", "A|B"])})
+  for out in (mentions, entities):
+    assert out.shape == (4, 8) and out.dtype == tf.float32
+    assert np.all(np.isfinite(out.numpy()))
+
+
+def test_vocabulary_words_get_own_rows_and_others_hash_after_them():
+  feat = featurizer.TextFeaturizer(num_buckets=50, vocabulary=["port", "alder"])
+  unigrams, bigrams = feat(tf.constant(["Port Alder Zug"]))
+  ids = _lists(unigrams)[0]
+  assert ids[:2] == [0, 1]
+  zug = 2 + int(tf.strings.to_hash_bucket_fast(["zug"], 50)[0])
+  assert ids[2] == zug
+  assert all(2 <= i < 52 for i in _lists(bigrams)[0])
+
+
+def test_same_ids_in_and_out_of_tf_function():
+  feat = featurizer.TextFeaturizer(num_buckets=1 << 20, vocabulary=["the", "river"])
+  texts = tf.constant([row[3] for row in testutil.MENTIONS])
+  eager = [t.to_list() for t in feat(texts)]
+  graph = [t.to_list() for t in tf.function(feat)(texts)]
+  assert eager == graph
+
+
+_HASH_SCRIPT = """
+import tensorflow as tf
+from dense_entity.modeling import featurizer
+f = featurizer.TextFeaturizer(num_buckets=3)
+print(tf.strings.to_hash_bucket_fast(['Hello', 'TensorFlow', '2.x'], 3).numpy().tolist())
+print(f(tf.constant(['Port Alder']))[1].to_list())
+"""
+
+
+def test_hash_buckets_do_not_depend_on_the_process():
+  # The documented tf.strings.to_hash_bucket_fast example: [0, 2, 2] in every process.
+  outs = []
+  for seed in ("1", "2"):
+    env = dict(os.environ, PYTHONHASHSEED=seed, TF_CPP_MIN_LOG_LEVEL="3")
+    outs.append(subprocess.run([sys.executable, "-c", _HASH_SCRIPT], env=env, check=True,
+                               capture_output=True, text=True, cwd=testutil.REPO_ROOT).stdout)
+  assert outs[0] == outs[1]
+  assert outs[0].splitlines()[0] == "[0, 2, 2]"
+
+
+def test_category_featurizer_splits_on_separator_and_skips_empty():
+  cats = featurizer.CategoryFeaturizer(num_buckets=1000)(tf.constant(["Rivers|Ports", "", "A||"]))
+  lengths = [len(r) for r in cats.to_list()]
+  assert lengths == [2, 0, 1]
+  expected = tf.strings.to_hash_bucket_fast(["Rivers", "Ports"], 1000).numpy().tolist()
+  assert cats.to_list()[0] == expected

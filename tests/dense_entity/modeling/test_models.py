@@ -1,0 +1,180 @@
+"""Layers round-trip their configs; checkpoints restore every variable; optimizers are exact."""
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from dense_entity.modeling import config
+from dense_entity.modeling import featurizer
+from dense_entity.modeling import layers
+from dense_entity.modeling import models
+from dense_entity.training import optimizers
+from dense_entity.kb import schema
+from tests import testutil
+
+
+def _mention_batch():
+  return {n: tf.constant([row[i] for row in testutil.MENTIONS])
+          for i, n in enumerate(schema.MENTION_FEATURES)}
+
+
+def _entity_batch():
+  return {schema.ENTITY_TITLE: tf.constant([r[4] for r in testutil.MENTIONS]),
+          schema.ENTITY_TEXT: tf.constant([r[5] for r in testutil.MENTIONS]),
+          schema.ENTITY_CATEGORIES: tf.constant(["|".join(r[6]) for r in testutil.MENTIONS])}
+
+
+def test_layer_configs_round_trip():
+  for layer in (featurizer.TextFeaturizer(100, ["a", "b"]), featurizer.CategoryFeaturizer(7),
+                layers.SharedEmbedding(10, 4), layers.BagOfCategoriesEncoder(7, 3, 5),
+                layers.CompoundEncoder(6, 2)):
+    config_ = layer.get_config()
+    clone = type(layer).from_config(config_)
+    assert clone.get_config() == config_
+    restored = keras.saving.deserialize_keras_object(keras.saving.serialize_keras_object(layer))
+    assert restored.get_config() == config_
+
+
+def test_ragged_mean_embedding_averages_and_gives_zero_for_empty_rows():
+  table = tf.Variable([[1.0, 0.0], [3.0, 2.0], [5.0, 4.0]])
+  ids = tf.ragged.constant([[0, 1], [], [2, 2, 1]], dtype=tf.int64)
+  out = layers.ragged_mean_embedding(table, ids).numpy()
+  np.testing.assert_allclose(out, [[2.0, 1.0], [0.0, 0.0], [13 / 3, 10 / 3]], rtol=1e-6)
+
+
+def test_checkpoint_restores_every_variable_of_both_towers(tmp_path):
+  cfg = config.get_preset("tiny").model
+  tf.keras.utils.set_random_seed(1)
+  model = models.DualEncoder(cfg)
+  path = tf.train.Checkpoint(model=model).write(str(tmp_path / "ckpt"))
+  saved = {v.path if hasattr(v, "path") else v.name for v in model.trainable_variables}
+  assert len(saved) == len(model.trainable_variables)
+  tf.keras.utils.set_random_seed(2)
+  other = models.DualEncoder(cfg)
+  tf.train.Checkpoint(model=other).read(path).assert_existing_objects_matched()
+  np.testing.assert_allclose(model.mention_encoder(_mention_batch()).numpy(),
+                             other.mention_encoder(_mention_batch()).numpy(), atol=1e-6)
+  np.testing.assert_allclose(model.entity_encoder(_entity_batch()).numpy(),
+                             other.entity_encoder(_entity_batch()).numpy(), atol=1e-6)
+  ckpt_vars = tf.train.list_variables(path)
+  # Every trainable variable is in the checkpoint (plus the save counter).
+  assert len(ckpt_vars) == len(model.trainable_variables) + 1
+
+
+def test_encodings_are_unit_norm_and_glove_rows_initialise_vocabulary():
+  vocab = ["ore", "river"]
+  vectors = np.array([[1, 0, 0], [0, 2, 0]], np.float32)
+  model = models.DualEncoder(config.get_preset("tiny").model, vocab, vectors)
+  table = model.embedding.embeddings.numpy()
+  # Rows keep the GloVe direction in their first 3 columns.
+  np.testing.assert_allclose(table[0, 1:3], [0, 0], atol=1e-6)
+  assert table[0, 0] > 0 and table[1, 1] > 0
+  norms = np.linalg.norm(model.mention_encoder(_mention_batch()).numpy(), axis=-1)
+  np.testing.assert_allclose(norms, 1.0, rtol=1e-5)
+
+
+def test_lazy_momentum_sgd_updates_only_touched_rows():
+  table = tf.Variable(np.ones((4, 2), np.float32))
+  dense = tf.Variable([1.0, 2.0])
+  opt = optimizers.LazyOptimizer("sgd", learning_rate=0.1, momentum=0.9)
+  opt.build([table, dense])
+  grad = tf.IndexedSlices(tf.constant([[1.0, 1.0], [2.0, 0.0]]), tf.constant([1, 1]))
+  opt.apply_gradients([(grad, table), (tf.constant([1.0, -1.0]), dense)])
+  # Row 1's gradients sum to [3, 1]; momentum starts at 0: row -= 0.1 * [3, 1].
+  np.testing.assert_allclose(table.numpy(), [[1, 1], [0.7, 0.9], [1, 1], [1, 1]], rtol=1e-6)
+  np.testing.assert_allclose(dense.numpy(), [0.9, 2.1], rtol=1e-6)
+  grad = tf.IndexedSlices(tf.constant([[1.0, 0.0]]), tf.constant([2]))
+  opt.apply_gradients([(grad, table), (tf.constant([1.0, -1.0]), dense)])
+  # Row 1 untouched (lazy); dense momentum: accum = 0.9 * 1 + 1 = 1.9.
+  np.testing.assert_allclose(table.numpy()[1], [0.7, 0.9], rtol=1e-6)
+  np.testing.assert_allclose(table.numpy()[2], [0.9, 1.0], rtol=1e-6)
+  np.testing.assert_allclose(dense.numpy(), [0.9 - 0.19, 2.1 + 0.19], rtol=1e-6)
+
+
+def test_lazy_adam_matches_dense_adam_on_touched_rows():
+  table = tf.Variable(np.zeros((3, 1), np.float32))
+  opt = optimizers.LazyOptimizer("adam", learning_rate=0.01)
+  opt.build([table])
+  opt.apply_gradients([(tf.IndexedSlices(tf.constant([[2.0]]), tf.constant([0])), table)])
+  # First Adam step moves by lr * g / (|g| + eps) = 0.01 (bias-corrected).
+  np.testing.assert_allclose(table.numpy()[:, 0], [-0.01, 0, 0], atol=1e-6)
+
+
+def _context_match(dim=256, weight=0.3, num_buckets=1 << 12):
+  """A ContextMatchEncoder over a TextFeaturizer, IDF set from three entity texts."""
+  feat = featurizer.TextFeaturizer(num_buckets)
+  layer = layers.ContextMatchEncoder(feat.num_rows, dim, weight)
+  texts = ["tbilisi is the capital of the country", "atlanta is the capital of the state",
+           "the element mercury"]
+  df = np.zeros(feat.num_rows, np.int64)
+  for row in feat(tf.constant(texts))[0].numpy():
+    df[np.unique(row)] += 1
+  layer.set_document_frequencies(df, len(texts))
+  return feat, layer
+
+
+def _lexical(feat, layer, texts):
+  tokens, unigrams, _ = feat.featurize(tf.constant(texts))
+  return layer(unigrams, tokens).numpy()
+
+
+def test_context_match_weights_words_by_idf_and_ignores_words_in_no_entity_text():
+  feat, layer = _context_match()
+  ids = feat(tf.constant(["tbilisi the zebra"]))[0].numpy()[0]
+  idf = layer.term_weights.numpy()[ids]
+  # 'tbilisi' is in 1 of 3 texts, 'the' in all 3, 'zebra' in none.
+  np.testing.assert_allclose(idf, [np.log(4 / 2) + 1, np.log(4 / 4) + 1, 0.0], rtol=1e-6)
+  vec = _lexical(feat, layer, ["tbilisi", "zebra giraffe", ""])
+  np.testing.assert_allclose(np.linalg.norm(vec, axis=-1), [1.0, 0.0, 0.0], atol=1e-6)
+
+
+def test_context_match_cosine_follows_shared_rare_words():
+  feat, layer = _context_match()
+  ctx = _lexical(feat, layer, ["[MASK] declared independence; its capital is tbilisi"])[0]
+  country, state = _lexical(feat, layer, ["tbilisi is the capital of the country",
+                                          "atlanta is the capital of the state"])
+  assert ctx @ country > ctx @ state + 0.2
+  # The hashing trick approximates the exact TF-IDF cosine (one token each: exact).
+  single = _lexical(feat, layer, ["tbilisi", "tbilisi tbilisi", "atlanta"])
+  np.testing.assert_allclose(single[0] @ single[1], 1.0, rtol=1e-6)
+  dot = abs(single[0] @ single[2])  # one bucket each: the same bucket or orthogonal
+  assert min(dot, abs(dot - 1.0)) < 1e-6
+
+
+def test_dual_encoder_appends_the_weighted_lexical_channel_to_both_encodings():
+  cfg = config.get_preset("tiny").model
+  cfg.context_match_dim, cfg.context_match_weight = 32, 0.3
+  model = models.DualEncoder(cfg)
+  model.context_match.set_document_frequencies(np.ones(model.text_featurizer.num_rows), 3)
+  mentions, entities = _mention_batch(), _entity_batch()
+  full_m = model.mention_encoder(mentions).numpy()
+  full_e = model.entity_encoder(entities).numpy()
+  assert full_m.shape[-1] == full_e.shape[-1] == model.encoding_dim == cfg.encoding_dim + 32
+  # Learned part: L2-normalised, times sqrt(1 - w).
+  for full in (full_m, full_e):
+    np.testing.assert_allclose(np.linalg.norm(full[:, :cfg.encoding_dim], axis=-1), 0.7 ** 0.5,
+                               rtol=1e-5)
+  # Lexical part, times sqrt(w): the mention's sentence; the entity's title and text.
+  lexical_m = _lexical(model.text_featurizer, model.context_match,
+                       [t.decode() for t in mentions[schema.MENTION_SENTENCE].numpy()])
+  titles_and_texts = [f"{a.decode()} {b.decode()}" for a, b in zip(
+      entities[schema.ENTITY_TITLE].numpy(), entities[schema.ENTITY_TEXT].numpy())]
+  lexical_e = _lexical(model.text_featurizer, model.context_match, titles_and_texts)
+  np.testing.assert_allclose(full_m[:, cfg.encoding_dim:], 0.3 ** 0.5 * lexical_m, atol=1e-6)
+  np.testing.assert_allclose(full_e[:, cfg.encoding_dim:], 0.3 ** 0.5 * lexical_e, atol=1e-6)
+  # So scores are 0.7 * cos(learned) + 0.3 * cos(lexical).
+  learned_m = full_m[:, :cfg.encoding_dim] / 0.7 ** 0.5
+  learned_e = full_e[:, :cfg.encoding_dim] / 0.7 ** 0.5
+  np.testing.assert_allclose(full_m @ full_e.T, 0.7 * learned_m @ learned_e.T
+                             + 0.3 * lexical_m @ lexical_e.T, atol=1e-5)
+
+
+def test_context_match_layer_config_round_trips_and_rejects_bad_settings():
+  layer = layers.ContextMatchEncoder(10, 4, 0.25)
+  assert type(layer).from_config(layer.get_config()).get_config() == layer.get_config()
+  for dim, weight in ((0, 0.3), (4, 0.0), (4, 1.0)):
+    with pytest.raises(ValueError, match="ContextMatchEncoder"):
+      layers.ContextMatchEncoder(10, dim, weight)
+  with pytest.raises(ValueError, match="expected \\(10,\\)"):
+    layer.set_document_frequencies(np.zeros(9), 1)

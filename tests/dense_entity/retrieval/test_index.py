@@ -1,0 +1,330 @@
+"""Tests for export.index and export.build_index: brute force / ScaNN AH / AH + tree indexes."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from dense_entity.retrieval import index_builder
+from dense_entity.retrieval import index as index_lib
+from tests import testutil
+
+REPO_ROOT = testutil.REPO_ROOT
+KINDS = index_lib.KINDS
+
+
+def unit_vectors(n, dim, seed=0):
+  x = np.random.default_rng(seed).normal(size=(n, dim)).astype(np.float32)
+  return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+
+def clustered_vectors(n, dim, num_clusters, seed=0):
+  """Unit vectors around `num_clusters` random centres (noise 0.3 per unit-norm centre)."""
+  rng = np.random.default_rng(seed)
+  centres = rng.normal(size=(num_clusters, dim))
+  centres /= np.linalg.norm(centres, axis=1, keepdims=True)
+  x = centres[rng.integers(num_clusters, size=n)] + rng.normal(scale=0.3 / np.sqrt(dim),
+                                                               size=(n, dim)) * np.sqrt(dim)
+  x = x.astype(np.float32)
+  return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+
+@pytest.fixture(scope="module")
+def tree_index_1000():
+  x = unit_vectors(1000, 64, seed=3)
+  return x, index_lib.EntityIndex.build(x, "ah_tree", "model-A")
+
+
+# ---------------------------------------------------------------------------- parameters
+
+
+def test_derive_config_scales_with_n():
+  config = index_lib.derive_config(10_000, 64)
+  assert (config.num_leaves, config.num_leaves_to_search) == (100, 20)  # sqrt(n); 2000 points.
+  assert config.training_sample_size == 10_000
+  assert (config.dims_per_block, config.anisotropic_quantization_threshold) == (2, 0.2)
+  assert config.reorder_num_neighbors == 100
+  big = index_lib.derive_config(4_000_000, 64)
+  assert (big.num_leaves, big.num_leaves_to_search, big.training_sample_size) == (
+      2000, 200, 250_000)
+  for n in (1, 2, 7, 50, 255, 1000):
+    c = index_lib.derive_config(n, 8)
+    assert 1 <= c.num_leaves_to_search <= c.num_leaves <= n
+    assert c.training_sample_size == n
+    c.validate(n)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_large_scale_config_on_small_index_is_fitted_to_n(kind, tmp_path):
+  x = unit_vectors(50, 64)
+  config = index_lib.IndexConfig(num_leaves=2000, num_leaves_to_search=100,
+                                 training_sample_size=250_000, reorder_num_neighbors=100)
+  index = index_lib.EntityIndex.build(x, kind, "m", config)
+  ids, scores = index.search(x[7], 10)
+  assert ids[0] == 7 and scores[0] == pytest.approx(1.0, abs=1e-5)
+  assert (index.config.num_leaves, index.config.training_sample_size) == (50, 50)
+  manifest = index.save(str(tmp_path / "i"))
+  assert manifest["requested_parameters"]["num_leaves"] == 2000
+  assert manifest["parameters"]["num_leaves"] == 50
+
+
+def test_invalid_config_is_a_clear_error():
+  with pytest.raises(ValueError, match="reorder_num_neighbors must be >= 1"):
+    index_lib.EntityIndex.build(unit_vectors(50, 8), "ah", "m",
+                                index_lib.IndexConfig(reorder_num_neighbors=0))
+
+
+# ------------------------------------------------------------------ small indexes (ix-01)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_50_vectors_with_derived_params_find_themselves(kind, tmp_path):
+  x = unit_vectors(50, 64)
+  index = index_lib.EntityIndex.build(x, kind, "m")
+  ids, scores = index.search(x[7], 5)
+  assert ids[0] == 7
+  assert scores[0] == pytest.approx(1.0, abs=1e-5)
+  assert np.all(np.diff(scores) <= 0)
+  if kind == "ah_tree":
+    assert index.effective_kind == "ah"
+    assert "MIN_TREE_SIZE" in index.fallback_reason
+    manifest = index.save(str(tmp_path / "i"))
+    assert manifest["kind"] == "ah_tree" and manifest["effective_kind"] == "ah"
+    assert "MIN_TREE_SIZE" in manifest["fallback_reason"]
+
+
+@pytest.mark.parametrize("kind", ["ah", "ah_tree"])
+def test_tiny_index_falls_back_to_brute_force(kind):
+  x = unit_vectors(5, 8)
+  index = index_lib.EntityIndex.build(x, kind, "m")
+  assert index.effective_kind == "brute_force"
+  assert "MIN_AH_SIZE" in index.fallback_reason
+  ids, _ = index.search(x, 1)
+  np.testing.assert_array_equal(ids[:, 0], np.arange(5))
+
+
+def test_brute_force_hand_computed_scores_and_tie_break():
+  x = np.array([[1, 0], [0, 1], [1, 0], [0.6, 0.8]], np.float32)
+  index = index_lib.EntityIndex.build(x, "brute_force", "m")
+  ids, scores = index.search(np.array([[1.0, 0.0], [0.0, 2.0]], np.float32), 2)
+  np.testing.assert_array_equal(ids, [[0, 2], [1, 3]])  # Equal scores: smaller row id first.
+  np.testing.assert_allclose(scores, [[1, 1], [1, 0.8]], atol=1e-6)
+  ids, scores = index.search(np.array([1.0, 0.0]), 4)
+  np.testing.assert_array_equal(ids, [0, 2, 3, 1])
+  np.testing.assert_allclose(scores, [1, 1, 0.6, 0], atol=1e-6)
+
+
+# --------------------------------------------------------------------- save/load (ix-03)
+
+_LOAD_AND_SEARCH = textwrap.dedent("""
+    import sys
+    import numpy as np
+    from dense_entity.retrieval import index as index_lib
+    directory, queries_path, out_path = sys.argv[1:]
+    index = index_lib.EntityIndex.load(directory, expected_model_fingerprint="model-A",
+                                       expected_dim=64)
+    ids, scores = index.search(np.load(queries_path), 10)
+    np.savez(out_path, ids=ids, scores=scores, kind=index.effective_kind)
+""")
+
+
+def test_serialize_copy_and_load_in_fresh_process(tree_index_1000, tmp_path):
+  x, index = tree_index_1000
+  assert index.effective_kind == "ah_tree"
+  queries = x[np.arange(0, 1000, 50)] + np.random.default_rng(1).normal(
+      scale=0.05, size=(20, 64)).astype(np.float32)
+  ids, scores = index.search(queries, 10)
+  manifest = index.save(str(tmp_path / "A"))
+  assert "scann/dataset.npy" in manifest["files"]
+  shutil.copytree(tmp_path / "A", tmp_path / "elsewhere" / "B")
+  shutil.rmtree(tmp_path / "A")  # Absolute paths to A would now fail.
+  np.save(tmp_path / "q.npy", queries)
+  env = dict(os.environ, PYTHONPATH=REPO_ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+  subprocess.run([sys.executable, "-c", _LOAD_AND_SEARCH, str(tmp_path / "elsewhere" / "B"),
+                  str(tmp_path / "q.npy"), str(tmp_path / "out.npz")],
+                 check=True, cwd=str(tmp_path), env=env, capture_output=True, timeout=120)
+  out = np.load(tmp_path / "out.npz")
+  assert str(out["kind"]) == "ah_tree"
+  np.testing.assert_array_equal(out["ids"], ids)
+  np.testing.assert_allclose(out["scores"], scores, atol=1e-5)
+
+
+def test_missing_dataset_npy_is_a_python_error_naming_the_file(tree_index_1000, tmp_path):
+  _, index = tree_index_1000
+  index.save(str(tmp_path / "i"))
+  os.remove(tmp_path / "i" / "scann" / "dataset.npy")
+  with pytest.raises(FileNotFoundError, match="dataset.npy"):
+    index_lib.EntityIndex.load(str(tmp_path / "i"))
+
+
+def test_truncated_or_missing_files_are_errors_naming_the_file(tmp_path):
+  index = index_lib.EntityIndex.build(unit_vectors(30, 8), "brute_force", "m")
+  index.save(str(tmp_path / "i"))
+  path = tmp_path / "i" / "encodings.npy"
+  path.write_bytes(path.read_bytes()[:-8])
+  with pytest.raises(ValueError, match="encodings.npy"):
+    index_lib.EntityIndex.load(str(tmp_path / "i"))
+  os.remove(tmp_path / "i" / "index_manifest.json")
+  with pytest.raises(FileNotFoundError, match="index_manifest.json"):
+    index_lib.EntityIndex.load(str(tmp_path / "i"))
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_manifest_mismatch_is_an_error(kind, tmp_path):
+  x = unit_vectors(300, 16)
+  index = index_lib.EntityIndex.build(x, kind, "model-A")
+  index.save(str(tmp_path / "i"))
+  with open(tmp_path / "i" / "index_manifest.json") as f:
+    manifest = json.load(f)
+  assert (manifest["kind"], manifest["num_entities"], manifest["dim"]) == (kind, 300, 16)
+  assert manifest["model_fingerprint"] == "model-A" and manifest["format_version"] == 1
+  with pytest.raises(ValueError, match="model-B"):
+    index_lib.EntityIndex.load(str(tmp_path / "i"), expected_model_fingerprint="model-B")
+  with pytest.raises(ValueError, match="dim 32"):
+    index_lib.EntityIndex.load(str(tmp_path / "i"), expected_dim=32)
+  loaded = index_lib.EntityIndex.load(str(tmp_path / "i"), "model-A", 16)
+  np.testing.assert_array_equal(loaded.search(x[:5], 3)[0], index.search(x[:5], 3)[0])
+  with pytest.raises(FileExistsError):
+    index.save(str(tmp_path / "i"))
+  index.save(str(tmp_path / "i"), overwrite=True)
+  assert not [p for p in os.listdir(tmp_path) if p.startswith(".")]  # No temp dirs left.
+
+
+# -------------------------------------------------------------------- query checks (ix-04)
+
+
+@pytest.fixture(scope="module", params=KINDS)
+def index_100x64(request):
+  x = unit_vectors(100, 64, seed=5)
+  return x, index_lib.EntityIndex.build(x, request.param, "m")
+
+
+def test_float64_query_is_cast_and_gives_same_ids(index_100x64):
+  x, index = index_100x64
+  ids32, scores32 = index.search(x[:1], 10)
+  ids64, scores64 = index.search(x[:1].astype(np.float64), 10)
+  np.testing.assert_array_equal(ids64, ids32)
+  assert ids64.dtype == np.int32 and scores64.dtype == np.float32
+  np.testing.assert_allclose(scores64, scores32, atol=1e-6)
+
+
+def test_wrong_dimension_names_expected_dim(index_100x64):
+  _, index = index_100x64
+  with pytest.raises(ValueError, match="expected dim 64"):
+    index.search(np.zeros((1, 63), np.float32) + 0.1, 10)
+  with pytest.raises(ValueError, match="expected dim 64"):
+    index.search(np.ones(63, np.float32), 10)
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf])
+def test_nan_or_inf_queries_are_rejected(index_100x64, bad):
+  x, index = index_100x64
+  q = x[:3].copy()
+  q[1, 5] = bad
+  with pytest.raises(ValueError, match=r"NaN/Inf.*\[1\]"):
+    index.search(q, 10)
+  with pytest.raises(ValueError, match="NaN/Inf"):
+    index.search(q[1], 10)
+
+
+def test_single_and_batched_paths_agree(index_100x64):
+  x, index = index_100x64
+  batch_ids, batch_scores = index.search(x[:8], 10)
+  for i in range(8):
+    ids, scores = index.search(x[i], 10)
+    assert ids.shape == (10,)
+    np.testing.assert_array_equal(ids, batch_ids[i])
+    np.testing.assert_allclose(scores, batch_scores[i], atol=1e-6)
+  assert index.search(np.zeros((0, 64), np.float32), 10)[0].shape == (0, 10)
+  with pytest.raises(ValueError, match="k must be"):
+    index.search(x[:1], 0)
+
+
+# ------------------------------------------------------------------------ k larger than n
+
+
+@pytest.mark.parametrize("kind,n", [("brute_force", 20), ("ah", 20), ("ah_tree", 400)])
+def test_k_larger_than_n_returns_all_n(kind, n):
+  x = unit_vectors(n, 16, seed=2)
+  index = index_lib.EntityIndex.build(x, kind, "m")
+  assert index.effective_kind == kind
+  ids, scores = index.search(x[:3], n + 100)
+  assert ids.shape == scores.shape == (3, n)
+  for row, row_scores, q in zip(ids, scores, x[:3]):
+    assert sorted(row.tolist()) == list(range(n))
+    assert not np.isnan(row_scores).any()
+    np.testing.assert_allclose(row_scores, np.sort(x @ q)[::-1], atol=1e-5)
+  assert index.search(x[0], 10 * n)[0].shape == (n,)
+
+
+# ---------------------------------------------------------------------- zero-norm vectors
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_zero_norm_database_rows_score_zero_and_zero_queries_are_rejected(kind, tmp_path):
+  x = unit_vectors(300, 16, seed=4)
+  x[[3, 5]] = 0.0
+  index = index_lib.EntityIndex.build(x, kind, "m")
+  assert index.num_zero_norm_rows == 2
+  ids, scores = index.search(x[6:16], 300)
+  assert not np.isnan(scores).any()
+  for row, row_scores in zip(ids, scores):
+    zero_positions = np.isin(row, [3, 5])
+    np.testing.assert_array_equal(row_scores[zero_positions], 0.0)
+  assert index.save(str(tmp_path / "i"))["num_zero_norm_rows"] == 2
+  with pytest.raises(ValueError, match="zero norm"):
+    index.search(x[3], 5)
+  with pytest.raises(ValueError, match=r"zero norm.*\[1\]"):
+    index.search(x[2:4], 5)
+
+
+def test_unnormalised_encodings_are_scored_by_cosine():
+  x = unit_vectors(40, 8)
+  index = index_lib.EntityIndex.build(x * np.arange(1, 41, dtype=np.float32)[:, None],
+                                      "brute_force", "m")
+  ids, scores = index.search(3.0 * x[9], 1)
+  assert ids[0] == 9 and scores[0] == pytest.approx(1.0, abs=1e-5)
+
+
+# ---------------------------------------------------------------------------------- recall
+
+
+def test_ah_and_tree_recall_at_10_against_brute_force():
+  x = clustered_vectors(4000, 32, num_clusters=40, seed=7)
+  queries = clustered_vectors(100, 32, num_clusters=40, seed=7)  # Same centres, new noise.
+  queries = queries + np.random.default_rng(8).normal(scale=0.01, size=queries.shape)
+  exact, _ = index_lib.EntityIndex.build(x, "brute_force", "m").search(queries, 10)
+  for kind in ("ah", "ah_tree"):
+    index = index_lib.EntityIndex.build(x, kind, "m")
+    assert index.effective_kind == kind
+    ids, _ = index.search(queries, 10)
+    recall = np.mean([len(set(a) & set(b)) / 10 for a, b in zip(ids, exact)])
+    assert recall >= 0.9, (kind, recall)
+
+
+# ----------------------------------------------------------------------------- build_index
+
+
+def test_build_indexes_writes_titles_indexes_and_summary(tmp_path):
+  x = unit_vectors(300, 16)
+  titles = [f"Entity {i}" for i in range(300)]
+  summary = index_builder.build_indexes(x, titles, str(tmp_path), list(KINDS), "model-A")
+  with open(tmp_path / "entity_titles.txt", encoding="utf-8") as f:
+    assert f.read().splitlines() == titles
+  assert set(summary["indexes"]) == set(KINDS)
+  for kind in KINDS:
+    info = summary["indexes"][kind]
+    assert info["effective_kind"] == kind and info["index_bytes"] > x.nbytes
+    loaded = index_lib.EntityIndex.load(info["path"], "model-A", 16)
+    assert titles[loaded.search(x[42], 1)[0][0]] == "Entity 42"
+  with open(tmp_path / "indexes.json") as f:
+    assert json.load(f)["num_entities"] == 300
+  with pytest.raises(ValueError, match="299 titles for 300"):
+    index_builder.build_indexes(x, titles[:-1], str(tmp_path / "o"), ["ah"], "m")
+  with pytest.raises(ValueError, match="Unknown index kinds"):
+    index_builder.build_indexes(x, titles, str(tmp_path / "o"), ["hnsw"], "m")
