@@ -23,6 +23,7 @@ setup(
         "bm25s==0.3.*",
         "rdflib>=7.0",
         "tqdm>=4.66",
+        "anyascii>=0.3",  # ASCII folding of Latin titles for the KB's matching key
         "matplotlib>=3.8",
     ],
     extras_require={

@@ -1,0 +1,15 @@
+"""Batch jobs (Apache Beam) that turn MediaWiki dumps into the model's training data.
+
+Library packages, bottom layer first (README "Architecture"); each imports only its own package,
+the layers below it and the dense_entity library, never an entry point:
+  dumps      reading MediaWiki XML dumps: pages, multistream indexes and byte ranges, the
+             packaged sample dump
+  parsers    pure functions, no Beam: link and redirect targets (namespaces), the wikitext
+             renderer, mentions with their features, description lines, title and redirect
+             lists, the extraction's records and their tf.train.Examples
+  pipelines  the Beam graphs (extraction with its KB merge, hard negative mining) and the Beam
+             pieces they share
+Entry points (flags and `main` only, over beam_pipelines.pipelines):
+  `python -m beam_pipelines.extract_wikipedia`    dumps -> entities, mentions, alias counts
+  `python -m beam_pipelines.mine_hard_negatives`  hard negative pairs from an exported model
+"""

@@ -3,10 +3,11 @@
 Issue 3, item 5. Every method runs on the same files (default: every ../shared/data/enwiki/*.bz2)
 in the same run, each in its own subprocess so that its peak memory is its own:
 
-- ours, parse: beam_pipelines.wikitext.iter_pages over every file and parse_article on every
-  article (namespace 0, not a redirect): plain text, mentions (links with offsets), categories,
-  first paragraph. The per-page work of the pipeline, without Beam.
-- ours, pipeline: beam_pipelines.extract_wikipedia.run (DirectRunner in_memory with 1 worker,
+- ours, parse: beam_pipelines.dumps.xml_dump.iter_pages over every file and
+  beam_pipelines.parsers.wikitext.parse_article on every article (namespace 0, not a
+  redirect): plain text, mentions (links with offsets), categories, first paragraph. The
+  per-page work of the pipeline, without Beam.
+- ours, pipeline: beam_pipelines.pipelines.extraction.run (DirectRunner in_memory with 1 worker,
   and multi_processing with 2 workers): the whole job (parsing, mention features, redirect
   resolution, entity join, TFRecord/TSV outputs written atomically).
 - wikiextractor (PyPI `wikiextractor`, the usual dump cleaner) with --links (it keeps links, as
@@ -59,13 +60,17 @@ METHODS = {
 
 
 def _work_ours_parse(files: Sequence[str], _) -> Dict[str, float]:
-  from beam_pipelines import wikitext  # pylint: disable=g-import-not-at-top
+  # pylint: disable=g-import-not-at-top
+  from beam_pipelines.dumps import xml_dump
+  from beam_pipelines.parsers import namespaces
+  from beam_pipelines.parsers import wikitext
+  # pylint: enable=g-import-not-at-top
   start = time.perf_counter()
   pages = articles = links = 0
   for path in files:
-    for page in wikitext.iter_pages(path, on_error=lambda e: None):
+    for page in xml_dump.iter_pages(path, on_error=lambda e: None):
       pages += 1
-      if page.ns != 0 or wikitext.redirect_target(page) is not None:
+      if page.ns != 0 or namespaces.redirect_target(page) is not None:
         continue
       parsed = wikitext.parse_article(page.text, page.title)
       articles += 1
@@ -77,14 +82,14 @@ def _work_ours_parse(files: Sequence[str], _) -> Dict[str, float]:
 def _work_ours_pipeline(files: Sequence[str], mode_workers: str) -> Dict[str, float]:
   # pylint: disable=g-import-not-at-top
   from apache_beam.options import pipeline_options
-  from beam_pipelines import extract_wikipedia
+  from beam_pipelines.pipelines import extraction
   # pylint: enable=g-import-not-at-top
   mode, workers = mode_workers.split(":")
   options = pipeline_options.PipelineOptions([f"--direct_running_mode={mode}", f"--direct_num_workers={workers}"])
   out = tempfile.mkdtemp(prefix="extraction_benchmark_")
   try:
     start = time.perf_counter()
-    stats = extract_wikipedia.run(list(files), out, pipeline_options=options)
+    stats = extraction.run(list(files), out, pipeline_options=options)
     seconds = time.perf_counter() - start
   finally:
     shutil.rmtree(out, ignore_errors=True)
@@ -186,8 +191,8 @@ def run_method(name: str, files: Sequence[str], sample_s: float) -> Dict[str, fl
 
 def count_pages(files: Sequence[str]) -> Tuple[int, int]:
   """(pages, compressed bytes) of the input files."""
-  from beam_pipelines import wikitext  # pylint: disable=g-import-not-at-top
-  pages = sum(1 for path in files for _ in wikitext.iter_pages(path, on_error=lambda e: None))
+  from beam_pipelines.dumps import xml_dump  # pylint: disable=g-import-not-at-top
+  pages = sum(1 for path in files for _ in xml_dump.iter_pages(path, on_error=lambda e: None))
   return pages, sum(os.path.getsize(path) for path in files)
 
 

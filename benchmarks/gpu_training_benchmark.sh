@@ -23,9 +23,9 @@ if [[ -z "$extract" ]]; then
   extract=$work/extract
   python - "$extract" <<'PY'
 import sys
-from beam_pipelines import extract_wikipedia
-from dense_entity import demo
-extract_wikipedia.run([demo.default_input()], sys.argv[1], heldout_fraction=0.1)
+from beam_pipelines.dumps import samples
+from beam_pipelines.pipelines import extraction
+extraction.run([samples.gensim_sample_path()], sys.argv[1], heldout_fraction=0.1)
 PY
 fi
 gpus=$(python -c "import tensorflow as tf; print(len(tf.config.list_physical_devices('GPU')))")

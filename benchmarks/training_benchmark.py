@@ -129,12 +129,12 @@ def main(argv):
   tmp = None
   extract_dir = FLAGS.extract_dir
   if extract_dir is None:
-    from beam_pipelines import extract_wikipedia  # pylint: disable=g-import-not-at-top
-    from dense_entity import demo  # pylint: disable=g-import-not-at-top
+    from beam_pipelines.dumps import samples  # pylint: disable=g-import-not-at-top
+    from beam_pipelines.pipelines import extraction  # pylint: disable=g-import-not-at-top
     tmp = tempfile.mkdtemp(prefix="train-bench-extract-")
     extract_dir = os.path.join(tmp, "extract")
-    print(f"extracting {demo.default_input()} into {extract_dir}", flush=True)
-    extract_wikipedia.run([demo.default_input()], extract_dir, heldout_fraction=0.1)
+    print(f"extracting {samples.gensim_sample_path()} into {extract_dir}", flush=True)
+    extraction.run([samples.gensim_sample_path()], extract_dir, heldout_fraction=0.1)
   try:
     def cfg():
       c = config_lib.get_preset(FLAGS.preset)

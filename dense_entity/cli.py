@@ -12,6 +12,7 @@ from typing import Optional, Sequence, TextIO
 def _demo(args):
   from dense_entity import demo  # pylint: disable=g-import-not-at-top
   demo.run_demo(args.workspace, args.input, descriptions=args.descriptions,
+                titles=args.titles, redirects_tsv=args.redirects_tsv,
                 heldout_fraction=args.heldout_fraction, preset=args.preset,
                 train_steps=args.train_steps, glove=args.glove, datasets=args.dataset,
                 mining_rounds=args.mining_rounds, steps_per_round=args.steps_per_round,
@@ -104,6 +105,12 @@ def build_parser() -> argparse.ArgumentParser:
   demo.add_argument("--input", action="append", help="dump glob (repeatable); default: "
                     "gensim's packaged Wikipedia sample")
   demo.add_argument("--descriptions", help="JSONL of entity descriptions ({title, text})")
+  demo.add_argument("--titles", action="append", default=[],
+                    help="title list glob (repeatable; one title per line, plain, .gz or "
+                    ".bz2): every title becomes a KB entity (a KB of all Wikipedia)")
+  demo.add_argument("--redirects_tsv", action="append", default=[],
+                    help="redirect list glob (repeatable; 'redirect<TAB>target' lines): "
+                    "redirect titles become aliases of their targets")
   demo.add_argument("--heldout_fraction", type=float, default=0.1,
                     help="fraction of source pages held out for evaluation")
   demo.add_argument("--preset", default="small", help="training preset: small, paper, tiny")

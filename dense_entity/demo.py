@@ -11,34 +11,44 @@
   to the report ("rounds") and to reports/recall_by_round.png (the paper's Figure 2); last, the
   built-in context probes (dense_entity.context_probes; report key "context_probes").
 The default input is the real Wikipedia sample shipped in gensim's wheel, found at run time.
+
+Each stage is a `Stage` (its inputs, outputs, resume rule and run) and `run_demo` walks the
+list: Extract, TrainRound0, Round 0..N (MineAndTrain from round 1 on, ExportAndIndex,
+Evaluate), ContextProbes, Report. What a resumed run keeps:
+  Extract, ExportAndIndex, Evaluate, ContextProbes, Report  always redone;
+  TrainRound0   resumes from the checkpoint in WS/model (its config; --train_steps may raise
+                the budget);
+  Round r       kept (with its figures) when WS/reports/rounds.json records it at its expected
+                step and the checkpoint is there, except the last round, always redone;
+  MineAndTrain  reuses the round's mined negatives when the checkpoint already trains on them
+                (WS/negatives/round_r/MANIFEST.json), then trains on from the checkpoint.
 """
 
+import dataclasses
 import glob
 import json
 import os
 import time
-from typing import Optional, Sequence
+import types
+from typing import Any, Optional, Sequence
 
 from tqdm import tqdm
 
-GENSIM_SAMPLE = "enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2"
-
-
-def default_input() -> str:
-  """Path of gensim's packaged Wikipedia sample (106 articles, 99 redirects).
-
-  Raises:
-    FileNotFoundError: when gensim (or its test data) is not installed.
-  """
-  import gensim  # pylint: disable=g-import-not-at-top
-  path = os.path.join(os.path.dirname(gensim.__file__), "test", "test_data", GENSIM_SAMPLE)
-  if not os.path.exists(path):
-    raise FileNotFoundError(f"{path}: gensim's Wikipedia sample is not installed; "
-                            "pass --input=GLOB")
-  return path
-
+from beam_pipelines.dumps import samples
+from dense_entity.common import fileio
+from dense_entity.common.workspace import Workspace
 
 ROUNDS_JSON = "rounds.json"
+
+
+def _beam():
+  """The Beam jobs the demo runs, as `.extraction` and `.mining` (each has a `run`).
+
+  Every Beam import of the demo is here; imported late so `dense-entity --help` stays fast.
+  """
+  from beam_pipelines.pipelines import extraction  # pylint: disable=g-import-not-at-top
+  from beam_pipelines.pipelines import mining  # pylint: disable=g-import-not-at-top
+  return types.SimpleNamespace(extraction=extraction, mining=mining)
 
 
 def _read_rounds(path: str) -> list:
@@ -55,8 +65,17 @@ def _write_rounds(path: str, rounds: list) -> None:
   os.replace(path + ".tmp", path)
 
 
+def _rounds_path(ws) -> str:
+  return os.path.join(ws.reports, ROUNDS_JSON)
+
+
+def _negatives_dir(ws, mining_round: int) -> str:
+  return os.path.join(ws.root, "negatives", f"round_{mining_round}")
+
+
 def _export_and_index(trainer, ws, mining_round: int, kinds, verbose: bool = False) -> None:
   """Exports the current model to WS/export and encodes + indexes the KB with it."""
+  from dense_entity.kb import records  # pylint: disable=g-import-not-at-top
   from dense_entity.retrieval import entity_encodings  # pylint: disable=g-import-not-at-top
   from dense_entity.serving import savedmodel  # pylint: disable=g-import-not-at-top
   step = int(trainer.step.numpy())
@@ -65,9 +84,8 @@ def _export_and_index(trainer, ws, mining_round: int, kinds, verbose: bool = Fal
                                                "model_dir": os.path.abspath(ws.model)})
   if verbose:
     print(f"   {ws.export} (model fingerprint {manifest['model_fingerprint']}, step {step})")
-  entities = entity_encodings.read_entities(ws.extract)
-  with tqdm(total=len(entities), unit="entity", desc="   encoding",
-            disable=not verbose) as bar:
+  total = records.require_extraction(ws.extract).get("counts", {}).get("entities")
+  with tqdm(total=total, unit="entity", desc="   encoding", disable=not verbose) as bar:
     summary = entity_encodings.encode_and_index(ws.export, ws.extract, ws.index, kinds,
                                                progress=bar.update)
   if verbose:
@@ -79,20 +97,422 @@ def _context_probes(ws) -> dict:
   """Runs the built-in context probes (dense_entity.context_probes) on the workspace."""
   from dense_entity.evaluation import baselines  # pylint: disable=g-import-not-at-top
   from dense_entity.evaluation import probes  # pylint: disable=g-import-not-at-top
-  from dense_entity.retrieval import retriever as retriever_lib  # pylint: disable=g-import-not-at-top
+  from dense_entity.retrieval import retriever  # pylint: disable=g-import-not-at-top
   from dense_entity.kb import schema  # pylint: disable=g-import-not-at-top
-  retriever = retriever_lib.EntityRetriever.load(ws.root)
   redirects = baselines.load_redirects(os.path.join(ws.extract, schema.REDIRECTS_FILE))
-  return probes.run_probes(retriever, probes.DEFAULT_PROBES, redirects)
+  return probes.run_probes(retriever.EntityRetriever.load(ws.root), probes.DEFAULT_PROBES,
+                           redirects)
 
 
-def _stage(name):
-  print(f"\n== {name}", flush=True)
-  return time.time()
+@dataclasses.dataclass
+class DemoState:
+  """What one run's stages hand on to each other.
+
+  Attributes:
+    ws: the workspace's paths (WORKSPACE.md).
+    recorded: {round: figures} of the rounds finished in earlier runs, as WS/reports/rounds.json
+      held them when this run started.
+    timings: seconds per stage kind (report key "timings_seconds").
+    stats: the extraction's counts.
+    trainer: the Trainer on WS/model (from the round 0 training stage on).
+    round0_steps: round 0's step budget; mining round r ends at step
+      round0_steps + r * steps_per_round.
+    round_start_step: the checkpoint's step when the current round began.
+    metrics: the latest training metrics (loss, held-out in-batch recall@1 and AUC, step).
+    rounds: this run's figures per round, in order (report key "rounds").
+    report: the latest evaluation report.
+    probes: the context probes' results (report key "context_probes").
+  """
+  ws: Workspace
+  recorded: dict
+  timings: dict = dataclasses.field(default_factory=dict)
+  stats: dict = dataclasses.field(default_factory=dict)
+  trainer: Any = None
+  round0_steps: int = 0
+  round_start_step: int = 0
+  metrics: dict = dataclasses.field(default_factory=dict)
+  rounds: list = dataclasses.field(default_factory=list)
+  report: dict = dataclasses.field(default_factory=dict)
+  probes: dict = dataclasses.field(default_factory=dict)
+
+
+class Stage:
+  """One stage of the demo: the paths it reads and writes, when it is kept, how it runs.
+
+  `title` is its progress line ("== TITLE"; None: no line and not timed); `timing` its key in
+  the report's "timings_seconds" (stages with the same key add up).
+  """
+  title: Optional[str] = None
+  timing: Optional[str] = None
+
+  def inputs(self, ws) -> list[str]:
+    """Paths (workspace artifacts, input files) the stage reads."""
+    del ws
+    return []
+
+  def outputs(self, ws) -> list[str]:
+    """Paths the stage writes."""
+    del ws
+    return []
+
+  def begin(self, state: DemoState) -> None:
+    """Notes in `state` what both the resume check and the run read (called first)."""
+    del state
+
+  def is_done(self, state: DemoState) -> bool:
+    """Whether an earlier run finished the stage; it is then kept instead of redone."""
+    del state
+    return False
+
+  def keep(self, state: DemoState) -> None:
+    """Takes over what the earlier run's stage produced (called instead of `run`)."""
+    del state
+
+  def run(self, state: DemoState) -> None:
+    """Does the stage's work, reading and setting `state`."""
+    raise NotImplementedError
+
+  def summary(self, state: DemoState, seconds: float) -> Optional[str]:
+    """The line printed after the stage ran for `seconds`; None: nothing."""
+    del state, seconds
+    return None
+
+
+def run_stages(stages: Sequence[Stage], state: DemoState) -> None:
+  """Runs `stages` in order: a stage found done is kept, any other one runs (timed)."""
+  for stage in stages:
+    stage.begin(state)
+    if stage.is_done(state):
+      stage.keep(state)
+      continue
+    start = time.time()
+    if stage.title:
+      print(f"\n== {stage.title}", flush=True)
+    stage.run(state)
+    seconds = time.time() - start
+    if stage.timing:
+      state.timings[stage.timing] = state.timings.get(stage.timing, 0) + seconds
+    line = stage.summary(state, seconds)
+    if line:
+      print(line)
+
+
+@dataclasses.dataclass
+class Extract(Stage):
+  """Beam (DirectRunner): dump -> entities, train/held-out mentions, alias counts.
+
+  Always redone.
+  """
+  patterns: Sequence[str]
+  files: Sequence[str]
+  heldout_fraction: float
+  descriptions: Optional[str]
+  titles: Sequence[str] = ()
+  redirects_tsv: Sequence[str] = ()
+  timing = "extract"
+
+  @property
+  def title(self):
+    return f"1/5 extract: {', '.join(self.patterns)}"
+
+  def inputs(self, ws):
+    return (list(self.files) + ([self.descriptions] if self.descriptions else [])
+            + list(self.titles) + list(self.redirects_tsv))
+
+  def outputs(self, ws):
+    return [ws.extract]
+
+  def run(self, state):
+    state.stats = _beam().extraction.run(self.files, state.ws.extract,
+                                         heldout_fraction=self.heldout_fraction,
+                                         descriptions=self.descriptions,
+                                         title_lists=self.titles,
+                                         redirect_lists=self.redirects_tsv)
+
+  def summary(self, state, seconds):
+    stats = state.stats
+    return (f"   {stats.get('articles', 0)} articles, {stats.get('entities', 0)} entities, "
+            f"{stats.get('mentions_train', 0)} train / {stats.get('mentions_heldout', 0)} "
+            f"held-out mentions ({seconds:.0f} s)")
+
+
+@dataclasses.dataclass
+class TrainRound0(Stage):
+  """Round 0: trains with in-batch negatives up to the step budget.
+
+  Always runs, resuming from the checkpoint in WS/model: a resumed run keeps the config saved in
+  model_dir, except that `train_steps` may raise the budget; a checkpoint already at (or past)
+  the budget trains no step.
+  """
+  preset: str
+  train_steps: Optional[int]
+  glove: Optional[str]
+  share_span_title_encoder: bool
+  context_match_dim: Optional[int]
+  context_match_weight: Optional[float]
+  timing = "train"
+
+  @property
+  def title(self):
+    return f"2/5 train: preset {self.preset}, round 0 (in-batch negatives)"
+
+  def inputs(self, ws):
+    return [ws.extract, ws.model]
+
+  def outputs(self, ws):
+    return [ws.model]
+
+  def run(self, state):
+    from dense_entity.modeling import config as config_lib  # pylint: disable=g-import-not-at-top
+    from dense_entity.training import trainer as trainer_lib  # pylint: disable=g-import-not-at-top
+    cfg = config_lib.get_preset(self.preset)
+    if self.train_steps is not None:
+      cfg.train.train_steps = self.train_steps
+    if self.glove:
+      cfg.glove_path = self.glove
+    cfg.model.share_span_title_encoder = self.share_span_title_encoder
+    if self.context_match_dim is not None:
+      cfg.model.context_match_dim = self.context_match_dim
+    if self.context_match_weight is not None:
+      cfg.model.context_match_weight = self.context_match_weight
+    trainer = trainer_lib.Trainer(cfg, state.ws.extract, state.ws.model)
+    if self.train_steps is not None:
+      # A resumed run keeps the config saved in model_dir; the step budget may still be raised.
+      trainer.cfg.train.train_steps = self.train_steps
+    total = trainer.cfg.train.train_steps
+    with tqdm(total=total, initial=min(int(trainer.step.numpy()), total), unit="step",
+              desc="   training") as bar:
+      last = {}
+
+      def progress(n, metrics):
+        last.update(metrics)
+        bar.update(n)
+        bar.set_postfix(loss=f"{metrics['loss']:.3f}",
+                        heldout_r1=f"{last.get('heldout_in_batch_recall@1', float('nan')):.3f}")
+      state.metrics = trainer.train(progress)
+    state.trainer = trainer
+    state.round0_steps = trainer.cfg.train.train_steps
+
+  def summary(self, state, seconds):
+    metrics = state.metrics
+    return (f"   step {metrics['step']}: held-out in-batch recall@1 "
+            f"{metrics.get('heldout_in_batch_recall@1', float('nan')):.3f} ({seconds:.0f} s)")
+
+
+@dataclasses.dataclass
+class MineAndTrain(Stage):
+  """Mining round r (r >= 1, paper section 4.3): mines hard negatives with the current model
+  (exported and brute-force indexed first), then trains `steps_per_round` more steps on them.
+
+  Resumes a run killed in this round: the round's mined negatives are reused (not mined again)
+  when the checkpoint already trains on them (`negatives_reusable`), and training goes on from
+  the checkpoint's step.
+  """
+  mining_round: int
+  mining_rounds: int
+  steps_per_round: int
+
+  @property
+  def title(self):
+    return (f"mining round {self.mining_round}/{self.mining_rounds}: hard negatives, then "
+            f"{self.steps_per_round} more steps")
+
+  @property
+  def timing(self):
+    return f"mining_round_{self.mining_round}"
+
+  def inputs(self, ws):
+    previous = [_negatives_dir(ws, self.mining_round - 1)] if self.mining_round > 1 else []
+    return [ws.model, ws.extract] + previous
+
+  def outputs(self, ws):
+    return [ws.export, ws.index, _negatives_dir(ws, self.mining_round), ws.model]
+
+  def negatives_reusable(self, state) -> bool:
+    """Whether the checkpoint already trains on this round's mined negatives (in WS/negatives)."""
+    manifest = os.path.join(_negatives_dir(state.ws, self.mining_round), "MANIFEST.json")
+    return (int(state.trainer.mining_round.numpy()) >= self.mining_round
+            and os.path.exists(manifest))
+
+  def run(self, state):
+    ws, trainer, r = state.ws, state.trainer, self.mining_round
+    step = state.round_start_step
+    target = state.round0_steps + r * self.steps_per_round
+    out = _negatives_dir(ws, r)
+    if self.negatives_reusable(state):
+      with open(os.path.join(out, "MANIFEST.json")) as f:
+        pairs = json.load(f)["pairs"]
+      print(f"   resuming: the checkpoint already trains on {out} ({pairs} pairs)")
+    else:
+      _export_and_index(trainer, ws, r - 1, ("brute_force",))
+      previous = _negatives_dir(ws, r - 1) if r > 1 else None
+      mined = _beam().mining.run(ws.export, ws.index, ws.extract, out, r, previous_dir=previous)
+      pairs = mined["pairs"]
+      print(f"   {mined.get('mentions_mined', 0)} mentions: gold first for "
+            f"{mined.get('gold_ranked_first', 0)}, {mined.get('negative_pairs_found', 0)} new "
+            f"negative pairs ({mined.get('skipped_spelling_variant_of_gold', 0)} spelling "
+            f"variants of the gold skipped), {pairs} in all rounds")
+    if pairs:
+      trainer.set_hard_negatives(glob.glob(os.path.join(out, "hard_negatives-*")), r, pairs)
+    trainer.cfg.train.train_steps = target
+    done = min(max(0, step - target + self.steps_per_round), self.steps_per_round)
+    with tqdm(total=self.steps_per_round, initial=done, unit="step", desc="   training") as bar:
+      state.metrics = trainer.train(lambda n, m: bar.update(n))
+
+
+@dataclasses.dataclass
+class ExportAndIndex(Stage):
+  """Exports the mention + entity encoder SavedModels, encodes the entities and builds the
+  indexes `kinds` over them. Always redone."""
+  mining_round: int
+  kinds: Sequence[str]
+  title = "3/5 export: encoder SavedModels; 4/5 encode entities and build indexes"
+  timing = "export_encode_index"
+
+  def inputs(self, ws):
+    return [ws.model, ws.extract]
+
+  def outputs(self, ws):
+    return [ws.export, ws.index]
+
+  def run(self, state):
+    _export_and_index(state.trainer, state.ws, self.mining_round, self.kinds, verbose=True)
+
+
+@dataclasses.dataclass
+class Evaluate(Stage):
+  """Recall@1/@10/@100 of DEER, AT-Prior, AT-Ext, BM25 on the held-out mentions (and on
+  `datasets`); adds the round's figures to WS/reports/rounds.json. Always redone."""
+  mining_round: int
+  datasets: Sequence[str]
+  timing = "evaluate"
+
+  @property
+  def title(self):
+    return f"5/5 evaluate (after mining round {self.mining_round})"
+
+  def inputs(self, ws):
+    return [ws.extract, ws.export, ws.index] + [d.partition(":")[2] for d in self.datasets]
+
+  def outputs(self, ws):
+    return [ws.reports, _rounds_path(ws)]
+
+  def run(self, state):
+    from dense_entity.evaluation import evaluator  # pylint: disable=g-import-not-at-top
+    report = evaluator.evaluate_workspace(state.ws.root, self.datasets)
+    state.report = report
+    deer = report["systems"]["DEER"]
+    figures = {"round": self.mining_round, "step": int(state.trainer.step.numpy()),
+               "heldout_in_batch_recall@1": state.metrics.get("heldout_in_batch_recall@1"),
+               "heldout_in_batch_auc": state.metrics.get("heldout_in_batch_auc"),
+               **{k: deer[k] for k in ("recall@1", "recall@10", "recall@100")}}
+    split = report["datasets"]["heldout"].get("by_gold_seen_in_training", {})
+    for part, systems in split.items():
+      for k in ("recall@1", "recall@100"):
+        figures[f"{part}_{k}"] = systems["DEER"][k]
+    state.rounds.append(figures)
+    _write_rounds(_rounds_path(state.ws), state.rounds)
+
+  def summary(self, state, seconds):
+    deer = state.report["systems"]["DEER"]
+    return (f"   DEER after round {self.mining_round}: recall@1 {deer['recall@1']:.3f}, "
+            f"recall@100 {deer['recall@100']:.3f}")
+
+
+@dataclasses.dataclass
+class Round(Stage):
+  """One round's stages (round 0: export + index, evaluate; round r >= 1: mine + train first).
+
+  Kept, with the figures recorded then, when an earlier run finished it: WS/reports/rounds.json
+  holds the round at its expected step and the checkpoint was at or past that step when the
+  round began (`begin` notes it; MineAndTrain's progress starts there too). The last round is
+  always redone (its export holds every index kind, its evaluation the datasets).
+  """
+  mining_round: int
+  last: bool
+  steps_per_round: int
+  stages: Sequence[Stage]
+
+  @classmethod
+  def make(cls, mining_round: int, mining_rounds: int, steps_per_round: int,
+           index_kinds: Sequence[str], datasets: Sequence[str]) -> "Round":
+    """Round `mining_round` of 0..mining_rounds: brute force only and no datasets but last."""
+    last = mining_round == mining_rounds
+    stages = [MineAndTrain(mining_round, mining_rounds, steps_per_round)] if mining_round else []
+    stages += [ExportAndIndex(mining_round, index_kinds if last else ("brute_force",)),
+               Evaluate(mining_round, datasets if last else ())]
+    return cls(mining_round, last, steps_per_round, stages)
+
+  def target_step(self, state) -> int:
+    return state.round0_steps + self.mining_round * self.steps_per_round
+
+  def inputs(self, ws):
+    paths = [_rounds_path(ws), ws.model] + [p for s in self.stages for p in s.inputs(ws)]
+    return list(dict.fromkeys(paths))
+
+  def outputs(self, ws):
+    return list(dict.fromkeys(p for s in self.stages for p in s.outputs(ws)))
+
+  def begin(self, state):
+    state.round_start_step = int(state.trainer.step.numpy())
+
+  def is_done(self, state):
+    recorded = state.recorded.get(self.mining_round)
+    target = self.target_step(state)
+    return (not self.last and state.round_start_step >= target
+            and recorded is not None and recorded["step"] == target)
+
+  def keep(self, state):
+    print(f"\n== round {self.mining_round} finished in an earlier run "
+          f"(step {self.target_step(state)}); kept")
+    state.rounds.append(state.recorded[self.mining_round])
+
+  def run(self, state):
+    run_stages(self.stages, state)
+
+
+class ContextProbes(Stage):
+  """The built-in context probes (dense_entity.context_probes) on the final model and index.
+
+  Always redone.
+  """
+
+  def inputs(self, ws):
+    return [ws.export, ws.index, ws.extract]
+
+  def run(self, state):
+    state.probes = _context_probes(state.ws)
+
+
+class Report(Stage):
+  """The report: WS/reports/eval.json (the last evaluation with "rounds", "context_probes",
+  "timings_seconds"), the recall-by-round plot and the printed table. Always redone."""
+
+  def outputs(self, ws):
+    from dense_entity.evaluation import reports  # pylint: disable=g-import-not-at-top
+    return [os.path.join(ws.root, reports.REPORT_FILE),
+            os.path.join(ws.reports, reports.ROUNDS_FILE)]
+
+  def run(self, state):
+    from dense_entity.evaluation import reports  # pylint: disable=g-import-not-at-top
+    ws, report = state.ws, state.report
+    report["rounds"] = state.rounds
+    reports.plot_rounds(state.rounds, os.path.join(ws.reports, reports.ROUNDS_FILE))
+    report["context_probes"] = state.probes
+    report["timings_seconds"] = state.timings
+    fileio.write_text_atomically(os.path.join(ws.root, reports.REPORT_FILE),
+                                 json.dumps(report, indent=2, sort_keys=True))
+    print(reports.format_table(report))
+    probes = state.probes
+    print(f"\ncontext probes (python -m dense_entity.context_probes --workspace {ws.root}): "
+          f"{probes['probes_correct']}/{probes['probes_scored']} right; top-1 follows the "
+          f"context in {probes['groups_top1_differs']} of {probes['groups']} span pairs")
+    print(f"\nreport: {os.path.join(ws.root, reports.REPORT_FILE)}")
 
 
 def run_demo(workspace: str, inputs: Optional[Sequence[str]] = None,
-             descriptions: Optional[str] = None, heldout_fraction: float = 0.1,
+             descriptions: Optional[str] = None, titles: Sequence[str] = (),
+             redirects_tsv: Sequence[str] = (), heldout_fraction: float = 0.1,
              preset: str = "small", train_steps: Optional[int] = None,
              glove: Optional[str] = None, datasets: Sequence[str] = (),
              index_kinds: Sequence[str] = ("brute_force", "ah", "ah_tree"),
@@ -102,6 +522,9 @@ def run_demo(workspace: str, inputs: Optional[Sequence[str]] = None,
              context_match_weight: Optional[float] = None) -> dict:
   """Runs extract, train, export, encode + index, evaluate into `workspace`.
 
+  The stages, in order: Extract, TrainRound0, one Round per mining round 0..mining_rounds
+  (MineAndTrain from round 1 on, ExportAndIndex, Evaluate), ContextProbes, Report.
+
   Args:
     workspace: output directory (WORKSPACE.md); stages found finished there are redone, except
       training, which resumes from its checkpoint, and finished mining rounds: a run stopped
@@ -110,6 +533,8 @@ def run_demo(workspace: str, inputs: Optional[Sequence[str]] = None,
       (WS/reports/rounds.json).
     inputs: dump globs; default: gensim's packaged sample.
     descriptions: optional JSONL of entity descriptions ({"title", "text"}).
+    titles: title list globs: every title a KB entity (extraction.build_pipeline).
+    redirects_tsv: redirect list globs: redirect titles become aliases.
     heldout_fraction: fraction of source pages held out (the paper's 0.1% is for full dumps;
       the default sample has 106 pages).
     preset: training preset (config.PRESETS).
@@ -125,138 +550,25 @@ def run_demo(workspace: str, inputs: Optional[Sequence[str]] = None,
 
   Returns:
     The evaluation report (also in WS/reports/eval.json).
-  """
-  # Imported here so `dense-entity --help` stays fast.
-  from beam_pipelines import extract_wikipedia  # pylint: disable=g-import-not-at-top
-  from beam_pipelines import mine_hard_negatives  # pylint: disable=g-import-not-at-top
-  from dense_entity.modeling import config as config_lib  # pylint: disable=g-import-not-at-top
-  from dense_entity.common.workspace import Workspace  # pylint: disable=g-import-not-at-top
-  from dense_entity.evaluation import evaluator  # pylint: disable=g-import-not-at-top
-  from dense_entity.evaluation import reports  # pylint: disable=g-import-not-at-top
-  from dense_entity.training import trainer as trainer_lib  # pylint: disable=g-import-not-at-top
 
+  Raises:
+    FileNotFoundError: when no input file matches `inputs`.
+  """
   ws = Workspace(workspace)
-  inputs = list(inputs or [default_input()])
+  inputs = list(inputs or [samples.gensim_sample_path()])
   files = sorted({f for pattern in inputs for f in glob.glob(pattern)})
   if not files:
     raise FileNotFoundError(f"no input files match {inputs}")
   os.makedirs(workspace, exist_ok=True)
-  timings = {}
-
-  t = _stage(f"1/5 extract: {', '.join(inputs)}")
-  stats = extract_wikipedia.run(files, ws.extract, heldout_fraction=heldout_fraction,
-                                descriptions=descriptions)
-  timings["extract"] = time.time() - t
-  print(f"   {stats.get('articles', 0)} articles, {stats.get('entities', 0)} entities, "
-        f"{stats.get('mentions_train', 0)} train / {stats.get('mentions_heldout', 0)} held-out "
-        f"mentions ({timings['extract']:.0f} s)")
-
-  t = _stage(f"2/5 train: preset {preset}, round 0 (in-batch negatives)")
-  cfg = config_lib.get_preset(preset)
-  if train_steps is not None:
-    cfg.train.train_steps = train_steps
-  if glove:
-    cfg.glove_path = glove
-  cfg.model.share_span_title_encoder = share_span_title_encoder
-  if context_match_dim is not None:
-    cfg.model.context_match_dim = context_match_dim
-  if context_match_weight is not None:
-    cfg.model.context_match_weight = context_match_weight
-  trainer = trainer_lib.Trainer(cfg, ws.extract, ws.model)
-  if train_steps is not None:
-    # A resumed run keeps the config saved in model_dir; the step budget may still be raised.
-    trainer.cfg.train.train_steps = train_steps
-  total = trainer.cfg.train.train_steps
-  with tqdm(total=total, initial=min(int(trainer.step.numpy()), total), unit="step",
-            desc="   training") as bar:
-    last = {}
-
-    def progress(n, metrics):
-      last.update(metrics)
-      bar.update(n)
-      bar.set_postfix(loss=f"{metrics['loss']:.3f}",
-                      heldout_r1=f"{last.get('heldout_in_batch_recall@1', float('nan')):.3f}")
-    metrics = trainer.train(progress)
-  timings["train"] = time.time() - t
-  print(f"   step {metrics['step']}: held-out in-batch recall@1 "
-        f"{metrics.get('heldout_in_batch_recall@1', float('nan')):.3f} "
-        f"({timings['train']:.0f} s)")
-
-  # Round r ends at step train_steps + r * steps_per_round. Finished rounds are kept across
-  # runs: a run killed in round r restarts there (its mined negatives are reused when the
-  # checkpoint already trains on them), and earlier rounds' figures come from rounds.json.
-  round0_steps = trainer.cfg.train.train_steps
-  rounds_path = os.path.join(ws.reports, ROUNDS_JSON)
-  recorded = {r["round"]: r for r in _read_rounds(rounds_path)}
-  rounds = []
-  for mining_round in range(mining_rounds + 1):
-    last = mining_round == mining_rounds
-    target = round0_steps + mining_round * steps_per_round
-    step = int(trainer.step.numpy())
-    if (not last and step >= target and mining_round in recorded
-        and recorded[mining_round]["step"] == target):
-      print(f"\n== round {mining_round} finished in an earlier run (step {target}); kept")
-      rounds.append(recorded[mining_round])
-      continue
-    if mining_round > 0:
-      t = _stage(f"mining round {mining_round}/{mining_rounds}: hard negatives, then "
-                 f"{steps_per_round} more steps")
-      out = os.path.join(ws.root, "negatives", f"round_{mining_round}")
-      if (int(trainer.mining_round.numpy()) >= mining_round
-          and os.path.exists(os.path.join(out, "MANIFEST.json"))):
-        with open(os.path.join(out, "MANIFEST.json")) as f:
-          pairs = json.load(f)["pairs"]
-        print(f"   resuming: the checkpoint already trains on {out} ({pairs} pairs)")
-      else:
-        _export_and_index(trainer, ws, mining_round - 1, ("brute_force",))
-        previous = (os.path.join(ws.root, "negatives", f"round_{mining_round - 1}")
-                    if mining_round > 1 else None)
-        mined = mine_hard_negatives.run(ws.export, ws.index, ws.extract, out, mining_round,
-                                        previous_dir=previous)
-        pairs = mined["pairs"]
-        print(f"   {mined.get('mentions_mined', 0)} mentions: gold first for "
-              f"{mined.get('gold_ranked_first', 0)}, {mined.get('negative_pairs_found', 0)} new "
-              f"negative pairs ({mined.get('skipped_spelling_variant_of_gold', 0)} spelling "
-              f"variants of the gold skipped), {pairs} in all rounds")
-      if pairs:
-        trainer.set_hard_negatives(glob.glob(os.path.join(out, "hard_negatives-*")),
-                                   mining_round, pairs)
-      trainer.cfg.train.train_steps = target
-      done = min(max(0, step - target + steps_per_round), steps_per_round)
-      with tqdm(total=steps_per_round, initial=done, unit="step", desc="   training") as bar:
-        metrics = trainer.train(lambda n, m: bar.update(n))
-      timings[f"mining_round_{mining_round}"] = time.time() - t
-
-    t = _stage("3/5 export: encoder SavedModels; 4/5 encode entities and build indexes")
-    _export_and_index(trainer, ws, mining_round,
-                      index_kinds if last else ("brute_force",), verbose=True)
-    timings["export_encode_index"] = timings.get("export_encode_index", 0) + time.time() - t
-
-    t = _stage(f"5/5 evaluate (after mining round {mining_round})")
-    report = evaluator.evaluate_workspace(workspace, datasets if last else ())
-    timings["evaluate"] = timings.get("evaluate", 0) + time.time() - t
-    deer = report["systems"]["DEER"]
-    rounds.append({"round": mining_round, "step": int(trainer.step.numpy()),
-                   "heldout_in_batch_recall@1": metrics.get("heldout_in_batch_recall@1"),
-                   "heldout_in_batch_auc": metrics.get("heldout_in_batch_auc"),
-                   **{k: deer[k] for k in ("recall@1", "recall@10", "recall@100")}})
-    split = report["datasets"]["heldout"].get("by_gold_seen_in_training", {})
-    for part, systems in split.items():
-      for k in ("recall@1", "recall@100"):
-        rounds[-1][f"{part}_{k}"] = systems["DEER"][k]
-    _write_rounds(rounds_path, rounds)
-    print(f"   DEER after round {mining_round}: recall@1 {deer['recall@1']:.3f}, "
-          f"recall@100 {deer['recall@100']:.3f}")
-  report["rounds"] = rounds
-  reports.plot_rounds(rounds, os.path.join(ws.reports, reports.ROUNDS_FILE))
-  report["context_probes"] = _context_probes(ws)
-  report["timings_seconds"] = timings
-  with open(os.path.join(workspace, reports.REPORT_FILE), "w") as f:
-    json.dump(report, f, indent=2, sort_keys=True)
-  print(reports.format_table(report))
-  probes = report["context_probes"]
-  print(f"\ncontext probes (python -m dense_entity.context_probes --workspace {workspace}): "
-        f"{probes['probes_correct']}/{probes['probes_scored']} right; top-1 follows the context "
-        f"in {probes['groups_top1_differs']} of {probes['groups']} span pairs")
-  print(f"\nreport: {os.path.join(workspace, reports.REPORT_FILE)}")
-  return report
+  stages = [
+      Extract(inputs, files, heldout_fraction, descriptions, titles, redirects_tsv),
+      TrainRound0(preset, train_steps, glove, share_span_title_encoder, context_match_dim,
+                  context_match_weight),
+      *(Round.make(r, mining_rounds, steps_per_round, index_kinds, datasets)
+        for r in range(mining_rounds + 1)),
+      ContextProbes(),
+      Report(),
+  ]
+  state = DemoState(ws, recorded={r["round"]: r for r in _read_rounds(_rounds_path(ws))})
+  run_stages(stages, state)
+  return state.report

@@ -47,7 +47,7 @@ REDIRECTS_FILE = "redirects.tsv"
 STATS_FILE = "stats.json"
 MANIFEST_FILE = "MANIFEST.json"
 
-# --- hard negative pair record (beam_pipelines/mine_hard_negatives.py) ---
+# --- hard negative pair record (beam_pipelines/pipelines/mining.py) ---
 # Mention features + the negative entity's ENTITY_FEATURES, plus:
 GOLD_ENTITY = "gold_entity"  # bytes, the mention's gold entity (never equal to ENTITY_TITLE)
 PAIR_LABEL = "pair_label"  # int64, 0 for a hard negative

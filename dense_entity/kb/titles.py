@@ -6,11 +6,14 @@ underscores as spaces, runs of whitespace collapsed, surrounding whitespace trim
 first character upper-cased (Unicode-aware), so 'SILVER OWLS' and 'Silver Owls' stay distinct.
 """
 
+import functools
 import html
 import re
 import unicodedata
 import urllib.parse
-from typing import Mapping, Optional
+from typing import Dict, Iterable, Mapping, Optional
+
+from anyascii import anyascii
 
 # Redirect chains longer than this are treated as loops (MediaWiki itself follows one hop;
 # dumps and evaluation sets contain chains, so a few hops are followed).
@@ -81,3 +84,83 @@ def alias_key(mention_text: str) -> str:
   """
   t = unicodedata.normalize("NFKC", mention_text).casefold()
   return re.sub(r"\s+", " ", t).strip()
+
+
+@functools.lru_cache(maxsize=8192)
+def _fold_char(ch: str) -> str:
+  """A Latin letter, punctuation mark, space or symbol as ASCII ('ü' -> 'u', 'ø' -> 'o',
+  'ß' -> 'ss', '–' -> '-', '’' -> "'"); characters of other scripts stay as they are
+  ('й' keeps its breve: dropping it would merge two Cyrillic letters)."""
+  if unicodedata.name(ch, "").startswith("LATIN") or unicodedata.category(ch)[0] in "PZS":
+    return anyascii(ch)
+  return ch
+
+
+def match_key(title: str) -> str:
+  """The key that identifies one entity across KB sources that spell titles differently.
+
+  Wikipedia titles reach the KB from dump pages and link targets ('Jürgen Klinsmann'), entity
+  descriptions, and title / redirect lists that are lower-cased and accent-folded
+  ('jurgen_klinsmann', as DBpedia's and Wikimedia's title lists are). The key is the title
+  normalized as `normalize_title` does, with Latin letters, punctuation and symbols folded to
+  ASCII (anyascii: 'ø' -> 'o', 'ß' -> 'ss', en dash -> '-') and everything case-folded;
+  letters of other scripts are only case-folded. Two titles that differ only in case or
+  accents share a key ('AIDS' and 'Aids' do: a KB keyed this way keeps one of them, and the
+  extraction counts such collisions).
+
+  Args:
+    title: a raw or normalized title, e.g. 'Jürgen_Klinsmann', 'jurgen klinsmann'.
+
+  Returns:
+    The key ('jurgen klinsmann'); '' when the title normalizes to nothing.
+  """
+  return fold_text(normalize_title(title))
+
+
+def fold_text(text: str) -> str:
+  """Text folded as `match_key` folds titles, without title normalization (for mention
+  spans: 'Jürgen  KLINSMANN' -> 'jurgen klinsmann'; a '#' or '%' is kept as it is)."""
+  if text.isascii():
+    return " ".join(text.replace("_", " ").lower().split())
+  return _WHITESPACE.sub(" ", "".join(_fold_char(ch) for ch in text)).strip().casefold()
+
+
+class TitleResolver:
+  """Maps any spelling of a title to the KB entity it names, as scoring and linking need.
+
+  Resolution of a raw title: `normalize_title`, then the KB's redirects (`resolve_redirect`);
+  the result when it is a KB entity; else the KB entity or redirect with the same
+  `match_key` (so 'Jürgen Klinsmann' finds the entity 'Jurgen klinsmann' of a KB built from a
+  folded title list, and 'The Netherlands' the target of the redirect 'The netherlands');
+  else the normalized, redirect-resolved title itself, which is not in the KB. Entities win
+  over redirects with the same key, and among colliding entities the first in sorted order.
+
+  Args:
+    kb_titles: the KB's entity titles (normalized).
+    redirects: normalized redirect title -> normalized target title (one hop each).
+  """
+
+  def __init__(self, kb_titles: Iterable[str], redirects: Mapping[str, str]):
+    self.kb_titles = kb_titles if isinstance(kb_titles, (set, frozenset)) else set(kb_titles)
+    self.redirects = redirects
+    by_key: Dict[str, str] = {}
+    for redirect in sorted(redirects):
+      target = resolve_redirect(redirect, redirects)
+      if target in self.kb_titles:
+        by_key.setdefault(match_key(redirect), target)
+    for title in sorted(self.kb_titles):  # entities override redirects with the same key
+      key = match_key(title)
+      if by_key.get(key) not in self.kb_titles:
+        by_key[key] = title
+    self._by_key = by_key
+
+  def __call__(self, raw_title: str) -> Optional[str]:
+    """The KB title `raw_title` names, else its normalized, redirect-resolved form (not in the
+    KB); None when it normalizes to '' or its redirect chain loops."""
+    title = normalize_title(raw_title)
+    if not title:
+      return None
+    resolved = resolve_redirect(title, self.redirects)
+    if resolved is None or resolved in self.kb_titles:
+      return resolved
+    return self._by_key.get(match_key(resolved)) or self._by_key.get(match_key(title), resolved)

@@ -18,6 +18,8 @@ from typing import List
 import keras
 import tensorflow as tf
 
+from dense_entity.modeling import config as config_lib
+
 
 def _tf_variable(v):
   """The tf.Variable behind a Keras 3 variable (or `v` itself)."""
@@ -106,3 +108,12 @@ class LazyOptimizer(tf.Module):
     m.assign(b1 * m + (1.0 - b1) * grad)
     v.assign(b2 * v + (1.0 - b2) * tf.square(grad))
     return var.assign_sub(lr * m / (tf.sqrt(v) + self.epsilon))
+
+
+def make_optimizer(train_config: config_lib.TrainConfig) -> LazyOptimizer:
+  """The optimizer `train_config` names ('sgd' or 'adam'), with its learning rate and momentum.
+
+  Create it inside the strategy scope. Raises ValueError for an unknown optimizer name.
+  """
+  return LazyOptimizer(train_config.optimizer, train_config.learning_rate,
+                       momentum=train_config.momentum)

@@ -4,6 +4,7 @@ import pytest
 
 from dense_entity.kb import schema
 from dense_entity.kb.mention_features import mention_features, sentence_spans
+from dense_entity.kb import titles
 from dense_entity.kb.titles import alias_key, normalize_title, resolve_redirect
 
 
@@ -70,3 +71,42 @@ def test_sentence_spans_never_cross_lines():
   assert [TEXT[s:e] for s, e in spans] == [
       "He said so.", "Costa has not played since being struck by the AC Milan forward.",
       "He rests."]
+
+
+# ------------------------------------------------------------------------ matching key
+
+
+@pytest.mark.parametrize("a, b", [
+    ("Jürgen Klinsmann", "jurgen_klinsmann"),             # accents and case, folded title list
+    ("Mexican–American War", "mexican-american_war"),     # en dash
+    ("Côte d’Ivoire", "cote_d'ivoire"),                   # typographic apostrophe
+    ("Søren Kierkegaard", "soren_kierkegaard"),           # letters without a decomposition
+    ("Straße", "strasse"),
+    ("Georgia (U.S. state)", "georgia_(u.s._state)"),
+    ("Lake\u00a0Ore", " lake  ore "),
+])
+def test_titles_spelled_differently_by_kb_sources_share_a_key(a, b):
+  assert titles.match_key(a) == titles.match_key(b)
+
+
+def test_key_keeps_other_scripts_apart_and_is_idempotent():
+  # Dropping the breve of 'й' would merge two Cyrillic letters ('и' and 'й').
+  assert titles.match_key("Йошкар-Ола") == "йошкар-ола" != titles.match_key("Иошкар-Ола")
+  assert titles.match_key("東京都") == "東京都"
+  for t in ("Jürgen Klinsmann", "Київ", "AC/DC", ""):
+    assert titles.match_key(titles.match_key(t)) == titles.match_key(t)
+  assert titles.match_key("  _ ") == ""
+
+
+def test_title_resolver_finds_kb_entities_by_redirect_case_and_accents():
+  kb = {"Jurgen klinsmann", "Persian language", "AIDS", "Aids (film)", "Netherlands"}
+  redirects = {"Farsi": "Persian language", "The netherlands": "Netherlands"}
+  resolve = titles.TitleResolver(kb, redirects)
+  assert resolve("Jürgen_Klinsmann") == "Jurgen klinsmann"  # key of a folded KB title
+  assert resolve("farsi") == "Persian language"  # redirect, first letter normalized
+  assert resolve("FARSI") == "Persian language"  # redirect found by its key
+  assert resolve("The Netherlands") == "Netherlands"
+  assert resolve("AIDS") == "AIDS" and resolve("Aids") == "AIDS"
+  assert resolve("Aids (film)") == "Aids (film)"  # an exact KB title wins over its key
+  assert resolve("Atlantis") == "Atlantis"  # not in the KB: its normalized form
+  assert resolve("#Top") is None

@@ -8,6 +8,9 @@ import pytest
 import tensorflow as tf
 
 from dense_entity.modeling import config
+from dense_entity.training import checkpointing
+from dense_entity.training import initialization
+from dense_entity.training import optimizers
 from dense_entity.training import trainer as trainer_lib
 from tests import testutil
 
@@ -58,16 +61,6 @@ def test_loss_decreases_on_tiny_data(tmp_path):
 def test_missing_extraction_is_a_clear_error(tmp_path):
   with pytest.raises(FileNotFoundError, match="MANIFEST.json"):
     trainer_lib.Trainer(_cfg(5), str(tmp_path / "nothing"), str(tmp_path / "model"))
-
-
-def test_read_glove_rejects_ragged_lines(tmp_path):
-  path = tmp_path / "glove.txt"
-  path.write_text("the 0.1 0.2\nriver 0.3\n")
-  with pytest.raises(ValueError, match="glove.txt:2"):
-    trainer_lib.read_glove(str(path))
-  path.write_text("the 0.1 0.2\nriver 0.3 0.4\nthe 9 9\n")
-  words, vectors = trainer_lib.read_glove(str(path))
-  assert words == ["the", "river"] and vectors.shape == (2, 2)
 
 
 def test_empty_extraction_is_refused_before_anything_is_written(tmp_path):
@@ -184,3 +177,13 @@ def test_bad_context_match_settings_are_refused_before_model_dir_is_written(tmp_
     with pytest.raises(ValueError, match=message):
       trainer_lib.Trainer(cfg, extract, str(tmp_path / "model"))
     assert not (tmp_path / "model" / config.CONFIG_FILE).exists()
+
+
+def test_names_moved_to_the_parts_stay_importable_from_trainer():
+  # Callers (export.export_model, the retriever's tests, demo) import these from trainer.
+  assert trainer_lib.restore_model is checkpointing.restore_model
+  assert trainer_lib.read_vocabulary is checkpointing.read_vocabulary
+  assert (trainer_lib.VOCAB_FILE, trainer_lib.CHECKPOINT_DIR) == ("vocab.txt", "checkpoints")
+  assert trainer_lib.read_glove is initialization.read_glove
+  assert trainer_lib.document_frequencies is initialization.document_frequencies
+  assert trainer_lib.make_optimizer is optimizers.make_optimizer

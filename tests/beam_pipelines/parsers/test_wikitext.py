@@ -1,37 +1,22 @@
-"""Tests of beam_pipelines.wikitext: dump reading, redirects, article text, links."""
+"""Tests of beam_pipelines.parsers.wikitext: article text, links, categories, first paragraph."""
 
-import bz2
 import collections
 import glob
-import io
 import os
-import random
 import re
 
 import mwparserfromhell
 from mwparserfromhell import nodes as mw_nodes
 import pytest
 
-from beam_pipelines import wikitext
+from beam_pipelines.parsers import namespaces
+from beam_pipelines.parsers import wikitext
 from dense_entity.kb import mention_features
 from dense_entity.kb import schema
-from tests.beam_pipelines import multistream_testutil
+from dense_entity.kb import titles
+from tests import testutil
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-WIKITEXT_DIR = os.path.join(REPO_ROOT, "..", "shared", "data", "wikitext_en")
-
-_NS = "http://www.mediawiki.org/xml/export-0.11/"
-
-
-def page_xml(page_id, title, text, ns=0, redirect=None):
-  redirect_xml = f'<redirect title="{redirect}" />' if redirect else ""
-  return (f"<page><title>{title}</title><ns>{ns}</ns><id>{page_id}</id>{redirect_xml}"
-          f"<revision><id>{page_id + 1000}</id><text xml:space=\"preserve\">{text}</text>"
-          "</revision></page>\n").encode("utf-8")
-
-
-def dump(*pages, header=f'<mediawiki xmlns="{_NS}" version="0.11">\n'):
-  return header.encode() + b"".join(pages) + b"</mediawiki>\n"
+WIKITEXT_DIR = os.path.join(testutil.REPO_ROOT, "..", "shared", "data", "wikitext_en")
 
 
 def check_offsets(article):
@@ -42,201 +27,6 @@ def check_offsets(article):
 
 def mentions_of(article):
   return [(link.anchor, link.target) for link in article.links]
-
-
-# --- dump reading ------------------------------------------------------------------------
-
-
-class TestIterPages:
-
-  def test_reads_pages_with_namespace_of_any_version(self):
-    data = dump(page_xml(7, "Gravel Bay", "Some '''text'''."),
-                page_xml(8, "Talk:Gravel Bay", "chat", ns=1))
-    pages = list(wikitext.iter_pages(io.BytesIO(data)))
-    assert [(p.page_id, p.title, p.ns) for p in pages] == [(7, "Gravel Bay", 0),
-                                                           (8, "Talk:Gravel Bay", 1)]
-    assert pages[0].text == "Some '''text'''."
-    assert pages[0].redirect_title is None
-
-  def test_empty_self_closing_text_is_an_empty_page(self):
-    # Bug kind wp-01: '<text ... />' must not swallow the next page.
-    data = (b"<mediawiki><page><title>Slate Hollow</title><ns>0</ns><id>31</id><revision>"
-            b"<id>1</id><text bytes=\"0\" xml:space=\"preserve\" /></revision></page><page>"
-            b"<title>Tern Marsh</title><ns>0</ns><id>32</id><revision><id>2</id>"
-            b"<text xml:space=\"preserve\">'''Tern Marsh''' drains into the [[Wren Canal]]."
-            b"</text></revision></page></mediawiki>")
-    pages = list(wikitext.iter_pages(io.BytesIO(data)))
-    assert [(p.page_id, p.title, p.text) for p in pages] == [
-        (31, "Slate Hollow", ""),
-        (32, "Tern Marsh", "'''Tern Marsh''' drains into the [[Wren Canal]].")]
-    article = wikitext.parse_article(pages[1].text, pages[1].title)
-    assert mentions_of(article) == [("Wren Canal", "Wren Canal")]
-    assert "<" not in article.text
-
-  def test_multistream_bz2_reads_every_stream(self, tmp_path):
-    # Bug kind wp-02: a decompressor that stops after the first bz2 stream.
-    first = b'<mediawiki xmlns="http://www.mediawiki.org/xml/export-0.10/">' + page_xml(
-        41, "Cedar Ford", "One.")
-    second = page_xml(42, "Elm Reach", "Two.") + b"</mediawiki>"
-    path = tmp_path / "multi.xml.bz2"
-    path.write_bytes(bz2.compress(first) + bz2.compress(second))
-    with bz2.open(path) as f:
-      assert len(f.read()) == len(first) + len(second)
-    assert [p.page_id for p in wikitext.iter_pages(str(path))] == [41, 42]
-    with open(path, "rb") as f:  # a file object (as Beam's FileSystems gives) works too
-      assert [p.title for p in wikitext.iter_pages(f)] == ["Cedar Ford", "Elm Reach"]
-
-  def test_redirect_element_and_html_escaping(self):
-    data = dump(page_xml(5, "Old Name", "#REDIRECT [[New Name]]", redirect="New Name"),
-                page_xml(6, "Smith", "Smith &amp;amp; Sons &lt;b&gt;x&lt;/b&gt;"))
-    pages = list(wikitext.iter_pages(io.BytesIO(data)))
-    assert pages[0].redirect_title == "New Name"
-    assert pages[1].text == "Smith &amp; Sons <b>x</b>"  # XML escaping decoded once
-
-  def test_malformed_page_is_reported_and_skipped(self):
-    bad = b"<page><title>Broken</title><ns>0</ns><id>9</id><revision><text>a < b</text>" \
-          b"</revision></page>\n"
-    non_utf8 = b"<page><title>Bytes</title><ns>0</ns><id>10</id><revision><text>\xff\xfe" \
-               b"</text></revision></page>\n"
-    data = dump(page_xml(8, "Good One", "fine"), bad, non_utf8, page_xml(11, "Good Two", "ok"))
-    errors = []
-    pages = list(wikitext.iter_pages(io.BytesIO(data), on_error=errors.append,
-                                     source_name="test.xml"))
-    assert [p.page_id for p in pages] == [8, 11]
-    assert len(errors) == 2
-    assert "test.xml" in str(errors[0]) and "page id 9" in str(errors[0])
-    assert "page id 10" in str(errors[1])
-    with pytest.raises(wikitext.DumpError):
-      list(wikitext.iter_pages(io.BytesIO(data)))
-
-  def test_truncated_bz2_keeps_earlier_pages(self, tmp_path):
-    rng = random.Random(0)
-    words = ["ore", "river", "bay", "cliff", "town", "mill", "ferry", "gull"]
-    data = dump(*[page_xml(i, f"Page {i}", " ".join(rng.choice(words) for _ in range(2000)))
-                  for i in range(1, 30)])
-    compressed = bz2.compress(data, compresslevel=1)  # 100 kB blocks: several per file
-    path = tmp_path / "cut.xml.bz2"
-    path.write_bytes(compressed[:len(compressed) * 2 // 3])
-    errors = []
-    pages = list(wikitext.iter_pages(str(path), on_error=errors.append))
-    assert pages and pages[0].page_id == 1 and len(pages) < 29
-    assert len(errors) == 1 and "cut.xml.bz2" in str(errors[0])
-
-
-# --- multistream dumps ----------------------------------------------------------------------
-
-
-def _page_fields(pages):
-  return [(p.page_id, p.title, p.ns, p.text, p.redirect_title) for p in pages]
-
-
-class TestMultistream:
-
-  def test_index_names(self):
-    assert wikitext.multistream_index_names("enwiki-20240601-pages-articles-multistream.xml.bz2") \
-        == ["enwiki-20240601-pages-articles-multistream-index.txt.bz2",
-            "enwiki-20240601-pages-articles-multistream-index.txt"]
-    assert wikitext.multistream_index_names(
-        "enwiki-20240601-pages-articles-multistream3.xml-p151574p311329.bz2")[0] == (
-            "enwiki-20240601-pages-articles-multistream-index3.txt-p151574p311329.bz2")
-    assert wikitext.multistream_index_names("enwiki-20240601-pages-articles.xml.bz2") == []
-
-  def test_read_index(self):
-    index = b"600:10:Ore River\n600:12:Talk:Ore: a river\n\n95000:13:Port Alder\n"
-    assert wikitext.read_multistream_index(io.BytesIO(bz2.compress(index))) == [600, 95000]
-    assert wikitext.read_multistream_index(io.BytesIO(index)) == [600, 95000]
-    with pytest.raises(wikitext.DumpError, match=r"idx.txt: line 2 "):
-      wikitext.read_multistream_index(io.BytesIO(b"600:10:A\nx600:11:B\n"),
-                                      source_name="idx.txt")
-    with pytest.raises(wikitext.DumpError, match="without any line"):
-      wikitext.read_multistream_index(io.BytesIO(b""))
-
-  def test_plan_ranges(self):
-    offsets = [100, 250, 400, 700]  # streams: header [0,100), 4 page streams, footer at 1000
-    assert wikitext.plan_stream_ranges(offsets, 1000, 300) == [(0, 400), (400, 700),
-                                                               (700, 1000)]
-    assert wikitext.plan_stream_ranges(offsets, 1000, 1) == [
-        (0, 100), (100, 250), (250, 400), (400, 700), (700, 1000)]
-    assert wikitext.plan_stream_ranges(offsets, 1000, 10**9) == [(0, 1000)]
-    for bad in ([0, 100], [100, 100], [300, 200], [100, 1000]):
-      with pytest.raises(ValueError, match="not increasing inside the file"):
-        wikitext.plan_stream_ranges(bad, 1000, 300)
-
-  def test_split_read_matches_whole_read(self, tmp_path):
-    if not os.path.exists(multistream_testutil.GENSIM_DUMP):
-      pytest.skip("../shared/data/enwiki not available")
-    dump_path, index_path, stream_offsets = multistream_testutil.write_multistream(
-        multistream_testutil.GENSIM_DUMP, str(tmp_path), pages_per_stream=10)
-    offsets = wikitext.read_multistream_index(index_path)
-    assert offsets == stream_offsets and len(offsets) == 21
-    original = _page_fields(wikitext.iter_pages(multistream_testutil.GENSIM_DUMP))
-    whole = _page_fields(wikitext.iter_pages(dump_path))
-    assert len(whole) == 206 and whole == original
-    size = os.path.getsize(dump_path)
-    for range_bytes in (1, 200_000, size):
-      ranges = wikitext.plan_stream_ranges(offsets, size, range_bytes)
-      split, errors = [], []
-      with open(dump_path, "rb") as f:  # one file object, seeked per range
-        for byte_range in ranges:
-          split += _page_fields(wikitext.iter_pages(f, on_error=errors.append,
-                                                    byte_range=byte_range))
-      assert not errors
-      assert split == whole, range_bytes
-    assert len(wikitext.plan_stream_ranges(offsets, size, 1)) == 22  # header + 21 streams
-    # A range read from a path holds just its pages: the 2nd page stream has pages 10-19.
-    assert _page_fields(wikitext.iter_pages(dump_path, byte_range=(offsets[1], offsets[2]))) \
-        == whole[10:20]
-
-  def test_bad_ranges_are_reported(self, tmp_path):
-    pages = [page_xml(i, f"Page {i}", f"Text {i}.") for i in range(1, 7)]
-    streams = [b"<mediawiki>\n", b"".join(pages[:3]), b"".join(pages[3:]), b"</mediawiki>\n"]
-    compressed = [bz2.compress(s) for s in streams]
-    path = tmp_path / "x-multistream.xml.bz2"
-    path.write_bytes(b"".join(compressed))
-    second = len(compressed[0])
-    third = second + len(compressed[1])
-    assert [p.page_id for p in wikitext.iter_pages(str(path), byte_range=(third, 10**6))] \
-        == [4, 5, 6]
-    errors = []
-    assert list(wikitext.iter_pages(str(path), on_error=errors.append,
-                                    byte_range=(second + 1, third))) == []
-    assert len(errors) == 1 and "not the start of a bz2 stream" in str(errors[0])
-    assert f"[{second + 1}, {third})" in str(errors[0]) and "x-multistream" in str(errors[0])
-    errors = []  # a range that ends inside a stream: earlier streams' pages still come
-    got = list(wikitext.iter_pages(str(path), on_error=errors.append,
-                                   byte_range=(second, third + len(compressed[2]) // 2)))
-    assert [p.page_id for p in got] == [1, 2, 3]
-    assert len(errors) == 1 and "cannot decompress" in str(errors[0])
-    with pytest.raises(wikitext.DumpError, match="not the start of a bz2 stream"):
-      list(wikitext.iter_pages(str(path), byte_range=(1, third)))
-
-
-# --- redirects -----------------------------------------------------------------------------
-
-
-class TestRedirects:
-
-  @pytest.mark.parametrize("text", [
-      "#REDIRECT [[Ore River]]",
-      "#redirect[[ore River#Course]]",
-      "#Redirect [[Ore River]]",
-      "#REDIRECT: [[Ore River]] {{R from CamelCase}}",
-      "  #REDIRECT:[[Ore_River|x]]\n\n[[Category:Redirects]]",
-      "#WEITERLEITUNG [[Ore River]]",
-  ])
-  def test_redirect_spellings(self, text):
-    # Bug kind wp-14.
-    page = wikitext.Page(page_id=1, title="Ore Stream", ns=0, text=text)
-    assert wikitext.redirect_target(page) == "Ore River"
-
-  def test_redirect_element_wins(self):
-    page = wikitext.Page(page_id=1, title="Ore R.", ns=0, text="#REDIRECT [[Elsewhere]]",
-                         redirect_title="ore River")
-    assert wikitext.redirect_target(page) == "Ore River"
-
-  def test_not_a_redirect(self):
-    for text in ["The #REDIRECT magic word [[Foo]].", "'''Ore River''' is long.", ""]:
-      assert wikitext.redirect_target(wikitext.Page(1, "X", 0, text)) is None
 
 
 # --- article text and links ----------------------------------------------------------------
@@ -323,7 +113,7 @@ class TestParseArticle:
     assert article.dropped["interwiki"] == 2
     assert article.dropped["other_namespace"] == 2
     assert article.dropped["interlanguage"] == 1
-    assert wikitext.classify_title("Night Trains: The Return")[0] == wikitext.MAIN
+    assert namespaces.classify_title("Night Trains: The Return")[0] == namespaces.MAIN
 
   def test_html_entities_decoded_once(self):
     # Bug kind wp-10: the XML layer already turned '&amp;amp;' into '&amp;'.
@@ -527,8 +317,8 @@ def _invisible_links(code):
 
   for node in code.filter(recursive=True):
     if isinstance(node, mw_nodes.Wikilink) and node.text is not None:
-      kind, _, leading_colon = wikitext.classify_title(str(node.title))
-      if kind != wikitext.FILE or leading_colon:  # a link inside a link's text
+      kind, _, leading_colon = namespaces.classify_title(str(node.title))
+      if kind != namespaces.FILE or leading_colon:  # a link inside a link's text
         hide(node.text)
     elif isinstance(node, mw_nodes.ExternalLink) and node.title is not None:
       hide(node.title)
@@ -562,10 +352,10 @@ def expected_mention_targets(text, page_title):
   for link in links:
     if id(link) in hidden:
       continue
-    kind, rest, _ = wikitext.classify_title(str(link.title))
-    if kind != wikitext.MAIN:  # Category, File, interlanguage, interwiki, other namespaces
+    kind, rest, _ = namespaces.classify_title(str(link.title))
+    if kind != namespaces.MAIN:  # Category, File, interlanguage, interwiki, other namespaces
       continue
-    target = page_title if rest.startswith("#") else wikitext.normalize_target(rest)
+    target = page_title if rest.startswith("#") else namespaces.normalize_target(rest)
     if not target:  # '[[]]', '[[|x]]', illegal characters
       continue
     if link.text is not None and str(link.text) and not str(link.text).strip():
@@ -605,7 +395,7 @@ def test_wikitext_corpus_has_no_residue():
       text = text.replace("&lt;", "<").replace("&gt;", ">").replace("&quot;", '"').replace(
           "&amp;", "&")
     expected = collections.Counter(
-        expected_mention_targets(text, wikitext.titles.normalize_title(name)))
+        expected_mention_targets(text, titles.normalize_title(name)))
     got = collections.Counter(link.target for link in article.links)
     assert got == expected, (path, got - expected, expected - got)
     # (b) no markup residue in any line; in the pieces after the prose none at all.
@@ -617,3 +407,4 @@ def test_wikitext_corpus_has_no_residue():
       assert not html_tag.search(line), (path, line)
     non_prose += sum(1 for link in article.links if link.source != "prose")
   assert total_links > 7000 and non_prose > 1000, (total_links, non_prose)
+

@@ -6,10 +6,10 @@ import os
 import re
 from typing import List, Optional, Tuple
 
-from beam_pipelines import wikitext
+from beam_pipelines.dumps import xml_dump
+from tests import testutil
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-GENSIM_DUMP = os.path.join(REPO_ROOT, "..", "shared", "data", "enwiki",
+GENSIM_DUMP = os.path.join(testutil.REPO_ROOT, "..", "shared", "data", "enwiki",
                            "gensim-enwiki-shortened.xml.bz2")
 DUMP_NAME = "enwiki-20160101-pages-articles-multistream.xml.bz2"
 INDEX_NAME = "enwiki-20160101-pages-articles-multistream-index.txt.bz2"
@@ -48,7 +48,7 @@ def write_multistream(source: str, directory: str, pages_per_stream: int = 10,
   for i in range(0, len(pages), pages_per_stream):
     offsets.append(len(out))
     chunk = b"".join(pages[i:i + pages_per_stream])
-    for page in wikitext.iter_pages(io.BytesIO(b"<mediawiki>" + chunk + b"</mediawiki>")):
+    for page in xml_dump.iter_pages(io.BytesIO(b"<mediawiki>" + chunk + b"</mediawiki>")):
       lines.append(f"{len(out)}:{page.page_id}:{page.title}\n")
     out += bz2.compress(chunk)
   out += bz2.compress(footer)

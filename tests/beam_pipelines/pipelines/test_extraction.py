@@ -12,10 +12,10 @@ from apache_beam.testing.util import assert_that, equal_to
 import pytest
 import tensorflow as tf
 
-from beam_pipelines import extract_wikipedia as extract
-from beam_pipelines import wikitext
+from beam_pipelines.parsers import records
+from beam_pipelines.pipelines import extraction as extract
 from dense_entity.kb import schema
-from tests.beam_pipelines import multistream_testutil
+from tests.beam_pipelines.dumps import multistream_testutil
 
 
 def _page(page_id, title, text, ns=0, redirect=None):
@@ -222,7 +222,7 @@ def test_rerun_replaces_outputs_and_failure_leaves_no_manifest(inputs, tmp_path,
   def broken(*args, **kwargs):
     raise RuntimeError("disk full")
 
-  monkeypatch.setattr(extract, "entity_example", broken)
+  monkeypatch.setattr(records, "entity_example", broken)
   with pytest.raises(Exception, match="disk full"):
     extract.run([inputs["dump"]], out, heldout_fraction=0.0)
   assert schema.MANIFEST_FILE not in os.listdir(out)
@@ -277,7 +277,6 @@ def test_fingerprint_is_stable():
       int.from_bytes(__import__("hashlib").sha256(b"Ore River").digest()[:8], "big") / 2**64)
   assert not extract.is_heldout("Anything", 0.0)
   assert extract.is_heldout("Anything", 1.0)
-  assert wikitext.is_main_namespace_title("Harbor Lights: The Return")
 
 
 # --- multistream dumps split by their index ------------------------------------------------
@@ -335,7 +334,7 @@ def test_multistream_split_by_index_gives_same_bytes(multistream, tmp_path):
     assert json.load(f)["multistream_index"] == multistream["index"]
 
 
-def test_plan_reads_falls_back_on_bad_index_and_pairs_by_name(multistream, tmp_path):
+def test_plan_reads_falls_back_on_bad_index(multistream, tmp_path):
   metadata = FileSystems.match([multistream["dump"]])[0].metadata_list[0]
   plan = extract.PlanReadsFn({}, detect_index=True, range_bytes=10**9)
   assert list(plan.process(metadata)) == [(multistream["dump"], 0, metadata.size_in_bytes)]
@@ -345,12 +344,6 @@ def test_plan_reads_falls_back_on_bad_index_and_pairs_by_name(multistream, tmp_p
   bad_index.write_text(f"{metadata.size_in_bytes + 5}:1:Beyond the end\n")
   plan = extract.PlanReadsFn({multistream["dump"]: str(bad_index)})
   assert list(plan.process(metadata)) == [(multistream["dump"], None, None)]
-  dumps = ["/d/enwiki-1-pages-articles-multistream.xml.bz2", "/d/other.xml.bz2"]
-  index = "/i/enwiki-1-pages-articles-multistream-index.txt.bz2"
-  assert extract.pair_multistream_indexes(dumps, [index]) == {dumps[0]: index}
-  assert extract.pair_multistream_indexes(dumps[1:], ["/i/idx.txt"]) == {dumps[1]: "/i/idx.txt"}
-  with pytest.raises(ValueError, match="idx.txt"):
-    extract.pair_multistream_indexes(dumps, ["/i/idx.txt"])
   with pytest.raises(FileNotFoundError, match="no-index"):
     extract.run([multistream["dump"]], str(tmp_path / "out"),
                 multistream_index=str(tmp_path / "no-index*"))

@@ -1,590 +1,28 @@
-"""Pure functions that turn MediaWiki dumps into pages, plain text, links and categories.
+"""The wikitext renderer: an article's wikitext -> plain text, links, categories.
 
-No Beam here: the extraction pipeline (extract_wikipedia.py) calls these, and tests call them on
-3-10 line inputs. Gillick et al. (2019), section 5: training mentions are Wikipedia anchor links
-(anchor text in the source page, link target resolved through redirects); an entity is described
-by its title, the first paragraph of its page and its categories.
+No Beam here: the extraction pipeline (beam_pipelines.pipelines.extraction) calls parse_article,
+and tests call it on 3-10 line inputs. Gillick et al. (2019), section 5: training mentions are
+Wikipedia anchor links (anchor text in the source page, link target resolved through
+redirects); an entity is described by its title, the first paragraph of its page and its
+categories.
 
 Plain text and link offsets come from walking the mwparserfromhell tree (DESIGN.md: a maintained
 parser, no home-made regexes over markup). The only regexes below work on plain Text nodes
-(apostrophe runs, behaviour switches) or on the redirect magic word.
+(apostrophe runs, behaviour switches); the redirect magic word is matched in
+beam_pipelines.parsers.namespaces.
 """
 
-import bz2
 import dataclasses
-import io
-import os
 import re
 import urllib.parse
-import xml.etree.ElementTree as ET
 import xml.sax.saxutils
-from typing import (BinaryIO, Callable, Dict, Iterator, List, Optional, Sequence, Tuple,
-                    Union)
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import mwparserfromhell
 from mwparserfromhell import nodes as mw_nodes
 
+from beam_pipelines.parsers import namespaces
 from dense_entity.kb import titles
-
-# --------------------------------------------------------------------------------------------
-# Dump reading
-# --------------------------------------------------------------------------------------------
-
-_READ_BLOCK = 1 << 20  # bytes read from the (decompressed) dump at a time
-_PAGE_START = re.compile(rb"<page[\s>]")
-_PAGE_END = b"</page>"
-_PAGE_ID = re.compile(rb"<id>\s*(\d+)\s*</id>")
-
-
-@dataclasses.dataclass(frozen=True)
-class Page:
-  """One <page> of a MediaWiki XML export.
-
-  Attributes:
-    page_id: the page's <id> (not a revision id).
-    title: the title as written in the dump (not normalized).
-    ns: the namespace number from the <ns> tag (0 = articles); 0 when an old export has none.
-    text: wikitext of the last <revision> ('' for an empty or self-closing <text/>).
-    redirect_title: the title attribute of <redirect title=.../>, None when absent.
-    source: name of the file the page was read from ('' when unknown), for error reports.
-  """
-  page_id: int
-  title: str
-  ns: int
-  text: str
-  redirect_title: Optional[str] = None
-  source: str = ""
-
-
-class DumpError(ValueError):
-  """A page or a file of a dump that cannot be read; the message names file and offset."""
-
-
-class _PrefixedReader(io.RawIOBase):
-  """A readable stream: `prefix` bytes, then the rest of `fileobj` (closed with it if owned)."""
-
-  def __init__(self, prefix: bytes, fileobj: BinaryIO, owns_fileobj: bool = False):
-    super().__init__()
-    self._prefix = prefix
-    self._fileobj = fileobj
-    self._owns_fileobj = owns_fileobj
-
-  def readable(self) -> bool:
-    return True
-
-  def readinto(self, buffer) -> int:
-    if self._prefix:
-      n = min(len(buffer), len(self._prefix))
-      buffer[:n] = self._prefix[:n]
-      self._prefix = self._prefix[n:]
-      return n
-    data = self._fileobj.read(len(buffer))
-    buffer[:len(data)] = data
-    return len(data)
-
-  def close(self) -> None:
-    if not self.closed and self._owns_fileobj:
-      self._fileobj.close()
-    super().close()
-
-
-class _RangeReader(io.RawIOBase):
-  """A readable stream of the bytes [start, end) of a seekable binary file object."""
-
-  def __init__(self, fileobj: BinaryIO, start: int, end: int, owns_fileobj: bool = False):
-    super().__init__()
-    self._fileobj = fileobj
-    self._owns_fileobj = owns_fileobj
-    self._left = end - start
-    fileobj.seek(start)
-
-  def readable(self) -> bool:
-    return True
-
-  def readinto(self, buffer) -> int:
-    n = min(len(buffer), self._left)
-    if n <= 0:
-      return 0
-    data = self._fileobj.read(n)
-    buffer[:len(data)] = data
-    self._left -= len(data)
-    return len(data)
-
-  def close(self) -> None:
-    if not self.closed and self._owns_fileobj:
-      self._fileobj.close()
-    super().close()
-
-
-class _ClosingBZ2File(bz2.BZ2File):
-  """A BZ2File over a reader built here, closing that reader with it (BZ2File does not)."""
-
-  def __init__(self, raw: BinaryIO):
-    super().__init__(raw, "rb")
-    self._raw = raw
-
-  def close(self) -> None:
-    try:
-      super().close()
-    finally:
-      self._raw.close()
-
-
-def open_dump(source: Union[str, os.PathLike, BinaryIO],
-              byte_range: Optional[Tuple[int, int]] = None) -> BinaryIO:
-  """Opens a dump (or a byte range of a multistream dump) as a stream of decompressed XML bytes.
-
-  bzip2 is detected by its magic bytes ('BZh'), so a .bz2 file object from any file system
-  works. `bz2.open` reads every stream of a multistream file (several concatenated bz2 streams,
-  like *-pages-articles-multistream.xml.bz2), not just the first.
-
-  Args:
-    source: a local path, or a binary file object (e.g. from apache_beam FileSystems.open);
-      seekable when `byte_range` is given.
-    byte_range: (start, end) compressed byte offsets of a multistream file, end exclusive:
-      only these bytes are read (one seek, then sequential reads), and they must hold whole bz2
-      streams (start at a stream offset of the multistream index, end at the next range's
-      start or at the end of the file). None: the whole file.
-
-  Returns:
-    A binary file object; the caller closes it. A file opened here from a path is closed with
-    it; a file object passed in is not.
-
-  Raises:
-    DumpError: `byte_range` is given and its first bytes are not the start of a bz2 stream
-      (an index that does not belong to the file, or a bad offset).
-    ValueError: `byte_range` is empty or starts below 0.
-  """
-  if byte_range is not None and not 0 <= byte_range[0] < byte_range[1]:
-    raise ValueError(f"bad byte range [{byte_range[0]}, {byte_range[1]})")
-  owns = isinstance(source, (str, os.PathLike))
-  base = open(source, "rb") if owns else source
-  try:
-    fileobj = base
-    if byte_range is not None:
-      fileobj = _RangeReader(base, byte_range[0], byte_range[1], owns_fileobj=owns)
-    head = fileobj.read(3)
-    if byte_range is not None and head != b"BZh":
-      raise DumpError(f"compressed byte offset {byte_range[0]} is not the start of a bz2 "
-                      f"stream (found {head!r}); does the multistream index belong to this "
-                      "file?")
-  except BaseException:
-    if owns:
-      base.close()
-    raise
-  raw = io.BufferedReader(_PrefixedReader(head, fileobj, owns_fileobj=owns),
-                          buffer_size=_READ_BLOCK)
-  if head == b"BZh":
-    return _ClosingBZ2File(raw)
-  return raw
-
-
-def _local_name(tag: str) -> str:
-  """'{http://www.mediawiki.org/xml/export-0.10/}page' -> 'page' (any export version)."""
-  return tag.rsplit("}", 1)[-1]
-
-
-def parse_page_xml(chunk: bytes, source: str = "") -> Page:
-  """Parses the bytes of one '<page>...</page>' element of an export.
-
-  Raises:
-    ET.ParseError: malformed XML (bad markup, a non-UTF-8 byte).
-    ValueError: a page without <title> or <id>.
-  """
-  page = ET.fromstring(chunk)
-  title = page_id = redirect_title = None
-  ns = 0
-  text = ""
-  for child in page:
-    name = _local_name(child.tag)
-    if name == "title":
-      title = child.text or ""
-    elif name == "ns":
-      ns = int((child.text or "0").strip())
-    elif name == "id":
-      page_id = int((child.text or "").strip())
-    elif name == "redirect":
-      redirect_title = child.get("title", "")
-    elif name == "revision":  # full-history dumps: the last revision wins
-      for field in child:
-        if _local_name(field.tag) == "text":
-          text = field.text or ""
-  if title is None or page_id is None:
-    raise ValueError("page without <title> or <id>")
-  return Page(page_id=page_id, title=title, ns=ns, text=text,
-              redirect_title=redirect_title, source=source)
-
-
-def iter_pages(source: Union[str, os.PathLike, BinaryIO],
-               on_error: Optional[Callable[[DumpError], None]] = None,
-               source_name: Optional[str] = None,
-               byte_range: Optional[Tuple[int, int]] = None) -> Iterator[Page]:
-  """Streams the pages of a MediaWiki XML export (plain or bz2, single- or multistream).
-
-  The decompressed bytes are split at '<page>' ... '</page>' (inside <text> a literal '<' is
-  always escaped, so these cannot occur in content) and each page is parsed on its own with
-  ElementTree. Memory is bounded by one page, not the file, and one malformed page (bad markup,
-  a non-UTF-8 byte) is reported and skipped instead of ending the whole file. Tags are matched
-  by local name, so every export schema version (xmlns .../export-0.N/) works. A self-closing
-  `<text ... />` is an empty page.
-
-  Args:
-    source: a path or a binary file object.
-    on_error: called with a DumpError (naming the file, byte offset and page id) for each page
-      or file tail that cannot be read; reading continues with the next page where possible.
-      When None, the first error is raised.
-    source_name: file name used in error messages (default: the path, or '<stream>').
-    byte_range: (start, end) compressed byte offsets of whole bz2 streams of a multistream
-      dump (see open_dump and plan_stream_ranges): only the pages in these streams are read,
-      with the same per-page code. Pages never straddle streams in a multistream dump; the
-      <siteinfo> header (first stream) and the closing tag (last stream) are not needed.
-      Error messages then name the range; their decompressed offsets count from its start.
-
-  Yields:
-    Page, in file order.
-
-  Raises:
-    DumpError: when `on_error` is None and a page or the file (range) cannot be read.
-  """
-  if source_name is None:
-    source_name = os.fspath(source) if isinstance(source, (str, os.PathLike)) else "<stream>"
-  where = source_name
-  if byte_range is not None:
-    where = f"{source_name} (bz2 streams at compressed bytes [{byte_range[0]}, {byte_range[1]}))"
-
-  def report(offset: int, chunk: bytes, reason: str) -> None:
-    match = _PAGE_ID.search(chunk[:4096]) if chunk else None
-    page_id = match.group(1).decode() if match else "?"
-    error = DumpError(f"{where}: page id {page_id} at decompressed byte offset {offset}: "
-                      f"{reason}")
-    if on_error is None:
-      raise error
-    on_error(error)
-
-  try:
-    stream = open_dump(source, byte_range)
-  except DumpError as e:
-    if on_error is None:
-      raise DumpError(f"{where}: {e}") from e
-    on_error(DumpError(f"{where}: {e}"))
-    return
-  try:
-    buf = b""
-    consumed = 0  # decompressed offset of buf[0]
-    eof = False
-    while True:
-      match = _PAGE_START.search(buf)
-      end = buf.find(_PAGE_END, match.start()) if match else -1
-      if match and end >= 0:
-        end += len(_PAGE_END)
-        chunk = buf[match.start():end]
-        # A '<page' inside this chunk means the previous page was never closed.
-        inner = _PAGE_START.search(chunk, 1)
-        if inner:
-          report(consumed + match.start(), chunk[:inner.start()], "unterminated <page>")
-          buf = buf[match.start() + inner.start():]
-          consumed += match.start() + inner.start()
-          continue
-        try:
-          yield parse_page_xml(chunk, source_name)
-        except (ET.ParseError, ValueError) as e:
-          report(consumed + match.start(), chunk, f"malformed page XML: {e}")
-        buf = buf[end:]
-        consumed += end
-        continue
-      if eof:
-        if match:
-          report(consumed + match.start(), buf[match.start():],
-                 "file ends inside a <page> (truncated dump?)")
-        return
-      try:
-        # read1: the data decompressed before a truncated end is returned, not lost.
-        block = stream.read1(_READ_BLOCK)
-      except (EOFError, OSError) as e:  # truncated or corrupt bz2
-        report(consumed + len(buf), buf[match.start():] if match else b"",
-               f"cannot decompress: {e}")
-        return
-      if not block:
-        eof = True
-      else:
-        if not match:  # keep a tail in case '<page' straddles two blocks
-          keep = min(len(buf), 8)
-          consumed += len(buf) - keep
-          buf = buf[len(buf) - keep:]
-        buf += block
-  finally:
-    if stream is not source:
-      stream.close()
-
-
-# --------------------------------------------------------------------------------------------
-# Multistream dumps: index and byte ranges
-# --------------------------------------------------------------------------------------------
-
-# 'enwiki-..-multistream.xml.bz2' -> 'enwiki-..-multistream-index.txt.bz2', and the split form
-# 'enwiki-..-multistream1.xml-p1p41242.bz2' -> 'enwiki-..-multistream-index1.txt-p1p41242.bz2'.
-_MULTISTREAM_NAME = re.compile(r"^(?P<stem>.*multistream)(?P<part>\d*)\.xml(?P<rest>.*)\.bz2$")
-
-
-def multistream_index_names(dump_name: str) -> List[str]:
-  """File names the multistream index of a dump file has in Wikimedia's dump layout.
-
-  Args:
-    dump_name: a dump file's base name, e.g. 'enwiki-20240601-pages-articles-multistream.xml.bz2'
-      or 'enwiki-20240601-pages-articles-multistream3.xml-p151574p311329.bz2'.
-
-  Returns:
-    Candidate index names, bz2 first ('...-multistream-index.txt.bz2', then '...-index.txt');
-    [] when the name is not that of a multistream dump.
-  """
-  match = _MULTISTREAM_NAME.match(dump_name)
-  if not match:
-    return []
-  base = f"{match['stem']}-index{match['part']}.txt{match['rest']}"
-  return [base + ".bz2", base]
-
-
-def read_multistream_index(source: Union[str, os.PathLike, BinaryIO],
-                           source_name: Optional[str] = None) -> List[int]:
-  """Reads the stream offsets of a multistream index ('offset:page_id:title' lines).
-
-  The index (plain or bz2) lists every page with the compressed byte offset of the bz2 stream
-  that holds it (about 100 pages per stream). It is read line by line (memory: the offsets,
-  about 8 bytes per 100 pages, not the file); titles may contain ':'.
-
-  Args:
-    source: a path or a binary file object of the index.
-    source_name: file name used in error messages (default: the path, or '<stream>').
-
-  Returns:
-    The distinct stream offsets, in increasing order (bytes into the dump).
-
-  Raises:
-    DumpError: naming the file and line, for a line that is not 'offset:page_id:title' with
-      integer offset and page id, or an index with no line.
-  """
-  if source_name is None:
-    source_name = os.fspath(source) if isinstance(source, (str, os.PathLike)) else "<stream>"
-  offsets = set()
-  last = None
-  with open_dump(source) as f:
-    for number, line in enumerate(f, 1):
-      if not line.strip():
-        continue
-      parts = line.split(b":", 2)
-      if len(parts) != 3 or not parts[0].strip().isdigit() or not parts[1].strip().isdigit():
-        raise DumpError(f"{source_name}: line {number} is not 'offset:page_id:title': "
-                        f"{line[:200]!r}")
-      offset = int(parts[0])
-      if offset != last:
-        offsets.add(offset)
-        last = offset
-  if not offsets:
-    raise DumpError(f"{source_name}: multistream index without any line")
-  return sorted(offsets)
-
-
-def plan_stream_ranges(offsets: Sequence[int], file_size: int,
-                       range_bytes: int) -> List[Tuple[int, int]]:
-  """Groups the bz2 streams of a multistream dump into byte ranges of about `range_bytes`.
-
-  Stream boundaries are 0 (the <siteinfo> header stream, never in the index), every offset of
-  the index, and the end of the file (the last stream holds '</mediawiki>'). Consecutive
-  streams are grouped until a range reaches `range_bytes`, so every range holds whole streams
-  and the ranges cover the file exactly once, in order.
-
-  Args:
-    offsets: stream offsets from read_multistream_index (bytes, increasing).
-    file_size: size of the compressed dump file in bytes.
-    range_bytes: target compressed size of a range in bytes (a range is at least one stream,
-      so it can be larger).
-
-  Returns:
-    [(start, end), ...] compressed byte ranges, end exclusive, covering [0, file_size).
-
-  Raises:
-    ValueError: an offset outside (0, file_size), offsets not increasing, or range_bytes < 1.
-  """
-  if range_bytes < 1:
-    raise ValueError(f"range_bytes must be positive, got {range_bytes}")
-  previous = 0
-  for offset in offsets:
-    if not previous < offset < file_size:
-      raise ValueError(f"stream offset {offset} is not increasing inside the file of "
-                       f"{file_size} bytes (after offset {previous})")
-    previous = offset
-  boundaries = [0] + list(offsets) + [file_size]
-  ranges = []
-  start = 0
-  for end in boundaries[1:]:
-    if end - start >= range_bytes or end == file_size:
-      ranges.append((start, end))
-      start = end
-  return ranges
-
-
-# --------------------------------------------------------------------------------------------
-# Title classification
-# --------------------------------------------------------------------------------------------
-
-# Namespace names and aliases (lower case), English plus the common localized ones.
-CATEGORY_NAMESPACES = frozenset([
-    "category", "kategorie", "catégorie", "categoría", "categoria", "kategori", "categorie",
-    "kategoria", "категория", "kategória", "luokka",
-])
-FILE_NAMESPACES = frozenset([
-    "file", "image", "media", "datei", "bild", "medium", "fichier", "archivo", "imagen",
-    "immagine", "bestand", "plik", "arquivo", "imagem", "файл", "изображение", "tiedosto",
-    "lêer", "beeld", "fil", "bild", "soubor", "dosya", "fitxer", "datoteka", "ファイル", "画像",
-    "文件", "파일",
-])
-OTHER_NAMESPACES = frozenset([
-    "talk", "user", "user talk", "wikipedia", "wikipedia talk", "wp", "wt", "project",
-    "project talk", "file talk", "image talk", "mediawiki", "mediawiki talk", "template",
-    "template talk", "tm", "help", "help talk", "category talk", "portal", "portal talk",
-    "draft", "draft talk", "book", "book talk", "timedtext", "timedtext talk", "module",
-    "module talk", "special", "gadget", "gadget talk", "gadget definition",
-    "gadget definition talk", "education program", "education program talk", "topic",
-    "wikiproject", "mos",
-    # German (the wikitext_en corpus holds a few German articles)
-    "diskussion", "benutzer", "benutzerin", "benutzer diskussion", "vorlage",
-    "vorlage diskussion", "hilfe", "hilfe diskussion", "kategorie diskussion",
-    "datei diskussion", "spezial", "modul",
-])
-# Interlanguage prefixes: common Wikipedia language codes (not all ~300).
-LANGUAGE_PREFIXES = frozenset("""
-en de fr es it nl pl pt ru ja zh sv uk vi war ceb ar fa ca sr no nb nn fi ko hu id cs ro tr eu
-ms eo he da bg sk kk min hy lt hr sl et gl ce uz el simple be be-tarask be-x-old la az ur ka hi
-th ta bn mk lv tt af bs sq te is oc cy ga gd mr sw ml kn ne pa an ast br ky tg tl sco lb jv su
-yi yue zh-yue zh-min-nan zh-classical nds als fy ht io ia scn vec pms lmo nap bar ku ps ckb arz
-azb mzn new bpy lmo mg qu sa si my km lo am so yo ig ha zu xh ba cv os sah tk mn bo ug dv fo
-fur li lij vls wa frr hsb dsb se co rm gn ay nv haw mi sm to ty fj ln kg rw rn lg ny sn st tn
-ts ve ss wo ff bm ee ak tw om ti pi gu or as bh mai bcl pam ilo hak gan wuu cdo ang got pdc
-""".split())
-# Interwiki prefixes to sister projects and common external wikis (never mentions).
-INTERWIKI_PREFIXES = frozenset("""
-wikt wiktionary w commons c meta m metawikimedia metawikipedia species wikispecies wikisource
-s wikiquote q wikibooks b wikinews n wikivoyage voy wikidata d wikiversity v mw mediawikiwiki
-foundation wmf wikimedia phab phabricator outreach incubator doi rfc bugzilla irc google
-""".split())
-
-# Kinds of link target (first element of classify_title's result).
-MAIN = "main"
-CATEGORY = "category"
-FILE = "file"
-INTERLANGUAGE = "interlanguage"
-INTERWIKI = "interwiki"
-OTHER_NAMESPACE = "other_namespace"
-EMPTY = "empty"
-INVALID = "invalid"
-
-# Characters MediaWiki forbids in titles (after the '#fragment' is split off).
-_ILLEGAL_TITLE_CHARS = frozenset("<>[]{}|\n\r\t")
-
-
-def _prefix_key(prefix: str) -> str:
-  return " ".join(prefix.replace("_", " ").split()).lower()
-
-
-def classify_title(raw: str) -> Tuple[str, str, bool]:
-  """Classifies a link target as MediaWiki does by its prefix before the first ':'.
-
-  Args:
-    raw: the target as written between '[[' and '|' or ']]', e.g. ':fr:Pont Vert',
-      'category:Bridges', 'Harbor Lights: The Return'.
-
-  Returns:
-    (kind, rest, leading_colon): kind is one of MAIN, CATEGORY, FILE, INTERLANGUAGE,
-    INTERWIKI, OTHER_NAMESPACE, EMPTY; rest is the title after the prefix (the whole title
-    for MAIN; may hold a '#fragment'); leading_colon tells that the link started with ':'
-    (a visible link, e.g. '[[:Category:Bridges]]', never a category assignment).
-  """
-  t = raw.strip()
-  leading_colon = t.startswith(":")
-  if leading_colon:
-    t = t[1:].strip()
-  if not t:
-    return EMPTY, "", leading_colon
-  if ":" in t:
-    prefix, rest = t.split(":", 1)
-    key = _prefix_key(prefix)
-    if key in CATEGORY_NAMESPACES:
-      return CATEGORY, rest.strip(), leading_colon
-    if key in FILE_NAMESPACES:
-      return FILE, rest.strip(), leading_colon
-    if key in LANGUAGE_PREFIXES:
-      return INTERLANGUAGE, rest.strip(), leading_colon
-    if key in INTERWIKI_PREFIXES:
-      return INTERWIKI, rest.strip(), leading_colon
-    if key in OTHER_NAMESPACES:
-      return OTHER_NAMESPACE, rest.strip(), leading_colon
-  return MAIN, t, leading_colon
-
-
-def is_main_namespace_title(title: str) -> bool:
-  """True when a normalized title names a main-namespace (article) page."""
-  kind, _, _ = classify_title(title)
-  return kind == MAIN
-
-
-def normalize_target(raw: str) -> str:
-  """Normalizes a main-namespace link or redirect target: leading ':' and '#fragment' dropped.
-
-  Returns '' for an empty target or one with characters MediaWiki forbids in titles.
-  """
-  t = raw.strip()
-  if t.startswith(":"):
-    t = t[1:]
-  t = titles.normalize_title(t)
-  if any(c in _ILLEGAL_TITLE_CHARS for c in t):
-    return ""
-  return t
-
-
-# --------------------------------------------------------------------------------------------
-# Redirects
-# --------------------------------------------------------------------------------------------
-
-# '#REDIRECT' in any case, localized spellings of a few large wikis, optional ':' and spaces.
-_REDIRECT = re.compile(
-    r"\s*#(?:REDIRECT|WEITERLEITUNG|REDIRECTION|REDIRECCIÓN|REDIRECCION|RINVIA|RINVIO|"
-    r"DOORVERWIJZING|PATRZ|PRZEKIERUJ|PERENAPRAVLENIE|ПЕРЕНАПРАВЛЕНИЕ|ПЕРЕНАПР|"
-    r"REDIRECIONAMENTO|OMDIRIGERING|OHJAUS|UUDELLEENOHJAUS|ÁTIRÁNYÍTÁS|PŘESMĚRUJ|YÖNLENDİRME|"
-    r"転送|重定向)\s*:?\s*\[\[",
-    re.IGNORECASE)
-
-
-def redirect_target(page: Page) -> Optional[str]:
-  """Returns the normalized target of a redirect page, or None when it is not a redirect.
-
-  The <redirect title=.../> element wins when present. Otherwise the text is checked for the
-  redirect magic word at its start: '#REDIRECT' in any case, localized words ('#WEITERLEITUNG',
-  ...), an optional ':' and spaces; the target is the first wikilink (parsed with
-  mwparserfromhell), with the '#section' dropped and normalized like every title.
-
-  Returns:
-    The normalized target; '' for a redirect whose target is empty or invalid (still a
-    redirect, not an article); None for a normal page.
-  """
-  if page.redirect_title is not None:
-    return normalize_target(page.redirect_title)
-  match = _REDIRECT.match(page.text)
-  if not match:
-    return None
-  link_text = page.text[match.end() - 2:]
-  close = link_text.find("]]")
-  if close >= 0:
-    link_text = link_text[:close + 2]
-  links = mwparserfromhell.parse(link_text).filter_wikilinks(recursive=False)
-  if not links:
-    return ""
-  return normalize_target(str(links[0].title))
-
-
-# --------------------------------------------------------------------------------------------
-# Article text and links
-# --------------------------------------------------------------------------------------------
-
 
 # Where a mention was found (Link.source): the article's prose, or the outermost non-prose
 # container holding it, rendered as lines of its own after the prose.
@@ -723,8 +161,8 @@ def pipe_trick(title: str) -> str:
   """The text MediaWiki shows for '[[title|]]': the title without its namespace prefix and
   trailing '(qualifier)', or else without ', qualifier'. 'Pine Hill (Ohio)' -> 'Pine Hill'."""
   t = title.strip().lstrip(":")
-  kind, rest, _ = classify_title(t)
-  if kind not in (MAIN, EMPTY):
+  kind, rest, _ = namespaces.classify_title(t)
+  if kind not in (namespaces.MAIN, namespaces.EMPTY):
     t = rest
   stripped = _PARENTHETICAL.sub("", t)
   if stripped != t:
@@ -1195,24 +633,24 @@ class _Renderer:
   def wikilink(self, node, out: _Emitter, mentions: bool, trail: str) -> bool:
     """Renders one wikilink; returns True when `trail` was used."""
     raw_title = str(node.title)
-    kind, rest, leading_colon = classify_title(raw_title)
-    if kind == CATEGORY and not leading_colon:
-      name = normalize_target(rest)
+    kind, rest, leading_colon = namespaces.classify_title(raw_title)
+    if kind == namespaces.CATEGORY and not leading_colon:
+      name = namespaces.normalize_target(rest)
       if name and name not in self.categories:
         self.categories.append(name)
       self.count("category")
       return False
-    if kind == FILE and not leading_colon:
+    if kind == namespaces.FILE and not leading_colon:
       self.count("file")
       if node.text is not None:
         self.defer_caption(_split_pipes(node.text.nodes), SOURCE_CAPTION)
       out.dropped()
       return False
-    if kind == INTERLANGUAGE and not leading_colon:
+    if kind == namespaces.INTERLANGUAGE and not leading_colon:
       self.count("interlanguage")
       out.dropped()
       return False
-    if kind == EMPTY:
+    if kind == namespaces.EMPTY:
       self.count("empty")
       out.dropped()
       return False
@@ -1234,15 +672,17 @@ class _Renderer:
           anchor = decoded
     if anchor and trail:
       anchor += trail
-    if kind != MAIN:
-      self.count({INTERLANGUAGE: INTERWIKI, INTERWIKI: INTERWIKI}.get(kind, OTHER_NAMESPACE))
+    if kind != namespaces.MAIN:
+      self.count({namespaces.INTERLANGUAGE: namespaces.INTERWIKI,
+                  namespaces.INTERWIKI: namespaces.INTERWIKI}.get(
+                      kind, namespaces.OTHER_NAMESPACE))
       if anchor:
         out.atom(anchor)
       return bool(anchor)
     if rest.startswith("#"):
       target = self.page_title  # same-page section link
     else:
-      target = normalize_target(rest)
+      target = namespaces.normalize_target(rest)
     if not target:
       self.count("invalid_target" if rest.split("#", 1)[0].strip() else "empty")
       if anchor:

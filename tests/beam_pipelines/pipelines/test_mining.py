@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from beam_pipelines import mine_hard_negatives as mining
+from beam_pipelines.pipelines import mining
 from dense_entity.modeling import config
 from dense_entity.modeling import models
 from dense_entity.kb import schema

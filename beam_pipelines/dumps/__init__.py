@@ -1,0 +1,13 @@
+"""Reading MediaWiki XML dumps: pages out of (multistream, bz2) export files, nothing parsed.
+
+  xml_dump     Page, DumpError, open_dump (plain, bz2, a byte range of a multistream file),
+               parse_page_xml, iter_pages (streaming, one bad page reported and skipped)
+  multistream  the multistream index: its file names, reading its stream offsets, pairing
+               index files with dumps, planning byte ranges of whole bz2 streams
+  samples      the path of the packaged default input (gensim's Wikipedia sample)
+
+No Beam here: beam_pipelines.pipelines reads dumps through these functions.
+
+May import: any dense_entity library package (none is needed today); never
+beam_pipelines.parsers or beam_pipelines.pipelines (layers above), nor an entry point.
+"""

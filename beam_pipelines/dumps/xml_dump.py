@@ -1,0 +1,303 @@
+"""Reading the pages of a MediaWiki XML export (plain or bz2, single- or multistream).
+
+Pages are streamed (memory bounded by one page, not the file); a page that cannot be read is
+reported with file, offset and page id (DumpError) and skipped when the caller handles errors.
+Byte ranges of multistream dumps (planned by beam_pipelines.dumps.multistream) are read with the
+same code.
+"""
+
+import bz2
+import dataclasses
+import io
+import os
+import re
+import xml.etree.ElementTree as ET
+from typing import BinaryIO, Callable, Iterator, Optional, Tuple, Union
+
+_READ_BLOCK = 1 << 20  # bytes read from the (decompressed) dump at a time
+_PAGE_START = re.compile(rb"<page[\s>]")
+_PAGE_END = b"</page>"
+_PAGE_ID = re.compile(rb"<id>\s*(\d+)\s*</id>")
+
+
+@dataclasses.dataclass(frozen=True)
+class Page:
+  """One <page> of a MediaWiki XML export.
+
+  Attributes:
+    page_id: the page's <id> (not a revision id).
+    title: the title as written in the dump (not normalized).
+    ns: the namespace number from the <ns> tag (0 = articles); 0 when an old export has none.
+    text: wikitext of the last <revision> ('' for an empty or self-closing <text/>).
+    redirect_title: the title attribute of <redirect title=.../>, None when absent.
+    source: name of the file the page was read from ('' when unknown), for error reports.
+  """
+  page_id: int
+  title: str
+  ns: int
+  text: str
+  redirect_title: Optional[str] = None
+  source: str = ""
+
+
+class DumpError(ValueError):
+  """A page or a file of a dump that cannot be read; the message names file and offset."""
+
+
+class _PrefixedReader(io.RawIOBase):
+  """A readable stream: `prefix` bytes, then the rest of `fileobj` (closed with it if owned)."""
+
+  def __init__(self, prefix: bytes, fileobj: BinaryIO, owns_fileobj: bool = False):
+    super().__init__()
+    self._prefix = prefix
+    self._fileobj = fileobj
+    self._owns_fileobj = owns_fileobj
+
+  def readable(self) -> bool:
+    return True
+
+  def readinto(self, buffer) -> int:
+    if self._prefix:
+      n = min(len(buffer), len(self._prefix))
+      buffer[:n] = self._prefix[:n]
+      self._prefix = self._prefix[n:]
+      return n
+    data = self._fileobj.read(len(buffer))
+    buffer[:len(data)] = data
+    return len(data)
+
+  def close(self) -> None:
+    if not self.closed and self._owns_fileobj:
+      self._fileobj.close()
+    super().close()
+
+
+class _RangeReader(io.RawIOBase):
+  """A readable stream of the bytes [start, end) of a seekable binary file object."""
+
+  def __init__(self, fileobj: BinaryIO, start: int, end: int, owns_fileobj: bool = False):
+    super().__init__()
+    self._fileobj = fileobj
+    self._owns_fileobj = owns_fileobj
+    self._left = end - start
+    fileobj.seek(start)
+
+  def readable(self) -> bool:
+    return True
+
+  def readinto(self, buffer) -> int:
+    n = min(len(buffer), self._left)
+    if n <= 0:
+      return 0
+    data = self._fileobj.read(n)
+    buffer[:len(data)] = data
+    self._left -= len(data)
+    return len(data)
+
+  def close(self) -> None:
+    if not self.closed and self._owns_fileobj:
+      self._fileobj.close()
+    super().close()
+
+
+class _ClosingBZ2File(bz2.BZ2File):
+  """A BZ2File over a reader built here, closing that reader with it (BZ2File does not)."""
+
+  def __init__(self, raw: BinaryIO):
+    super().__init__(raw, "rb")
+    self._raw = raw
+
+  def close(self) -> None:
+    try:
+      super().close()
+    finally:
+      self._raw.close()
+
+
+def open_dump(source: Union[str, os.PathLike, BinaryIO],
+              byte_range: Optional[Tuple[int, int]] = None) -> BinaryIO:
+  """Opens a dump (or a byte range of a multistream dump) as a stream of decompressed XML bytes.
+
+  bzip2 is detected by its magic bytes ('BZh'), so a .bz2 file object from any file system
+  works. `bz2.open` reads every stream of a multistream file (several concatenated bz2 streams,
+  like *-pages-articles-multistream.xml.bz2), not just the first.
+
+  Args:
+    source: a local path, or a binary file object (e.g. from apache_beam FileSystems.open);
+      seekable when `byte_range` is given.
+    byte_range: (start, end) compressed byte offsets of a multistream file, end exclusive:
+      only these bytes are read (one seek, then sequential reads), and they must hold whole bz2
+      streams (start at a stream offset of the multistream index, end at the next range's
+      start or at the end of the file). None: the whole file.
+
+  Returns:
+    A binary file object; the caller closes it. A file opened here from a path is closed with
+    it; a file object passed in is not.
+
+  Raises:
+    DumpError: `byte_range` is given and its first bytes are not the start of a bz2 stream
+      (an index that does not belong to the file, or a bad offset).
+    ValueError: `byte_range` is empty or starts below 0.
+  """
+  if byte_range is not None and not 0 <= byte_range[0] < byte_range[1]:
+    raise ValueError(f"bad byte range [{byte_range[0]}, {byte_range[1]})")
+  owns = isinstance(source, (str, os.PathLike))
+  base = open(source, "rb") if owns else source
+  try:
+    fileobj = base
+    if byte_range is not None:
+      fileobj = _RangeReader(base, byte_range[0], byte_range[1], owns_fileobj=owns)
+    head = fileobj.read(3)
+    if byte_range is not None and head != b"BZh":
+      raise DumpError(f"compressed byte offset {byte_range[0]} is not the start of a bz2 "
+                      f"stream (found {head!r}); does the multistream index belong to this "
+                      "file?")
+  except BaseException:
+    if owns:
+      base.close()
+    raise
+  raw = io.BufferedReader(_PrefixedReader(head, fileobj, owns_fileobj=owns),
+                          buffer_size=_READ_BLOCK)
+  if head == b"BZh":
+    return _ClosingBZ2File(raw)
+  return raw
+
+
+def _local_name(tag: str) -> str:
+  """'{http://www.mediawiki.org/xml/export-0.10/}page' -> 'page' (any export version)."""
+  return tag.rsplit("}", 1)[-1]
+
+
+def parse_page_xml(chunk: bytes, source: str = "") -> Page:
+  """Parses the bytes of one '<page>...</page>' element of an export.
+
+  Raises:
+    ET.ParseError: malformed XML (bad markup, a non-UTF-8 byte).
+    ValueError: a page without <title> or <id>.
+  """
+  page = ET.fromstring(chunk)
+  title = page_id = redirect_title = None
+  ns = 0
+  text = ""
+  for child in page:
+    name = _local_name(child.tag)
+    if name == "title":
+      title = child.text or ""
+    elif name == "ns":
+      ns = int((child.text or "0").strip())
+    elif name == "id":
+      page_id = int((child.text or "").strip())
+    elif name == "redirect":
+      redirect_title = child.get("title", "")
+    elif name == "revision":  # full-history dumps: the last revision wins
+      for field in child:
+        if _local_name(field.tag) == "text":
+          text = field.text or ""
+  if title is None or page_id is None:
+    raise ValueError("page without <title> or <id>")
+  return Page(page_id=page_id, title=title, ns=ns, text=text,
+              redirect_title=redirect_title, source=source)
+
+
+def iter_pages(source: Union[str, os.PathLike, BinaryIO],
+               on_error: Optional[Callable[[DumpError], None]] = None,
+               source_name: Optional[str] = None,
+               byte_range: Optional[Tuple[int, int]] = None) -> Iterator[Page]:
+  """Streams the pages of a MediaWiki XML export (plain or bz2, single- or multistream).
+
+  The decompressed bytes are split at '<page>' ... '</page>' (inside <text> a literal '<' is
+  always escaped, so these cannot occur in content) and each page is parsed on its own with
+  ElementTree. Memory is bounded by one page, not the file, and one malformed page (bad markup,
+  a non-UTF-8 byte) is reported and skipped instead of ending the whole file. Tags are matched
+  by local name, so every export schema version (xmlns .../export-0.N/) works. A self-closing
+  `<text ... />` is an empty page.
+
+  Args:
+    source: a path or a binary file object.
+    on_error: called with a DumpError (naming the file, byte offset and page id) for each page
+      or file tail that cannot be read; reading continues with the next page where possible.
+      When None, the first error is raised.
+    source_name: file name used in error messages (default: the path, or '<stream>').
+    byte_range: (start, end) compressed byte offsets of whole bz2 streams of a multistream
+      dump (see open_dump and multistream.plan_stream_ranges): only the pages in these streams
+      are read, with the same per-page code. Pages never straddle streams in a multistream
+      dump; the <siteinfo> header (first stream) and the closing tag (last stream) are not
+      needed. Error messages then name the range; their decompressed offsets count from its
+      start.
+
+  Yields:
+    Page, in file order.
+
+  Raises:
+    DumpError: when `on_error` is None and a page or the file (range) cannot be read.
+  """
+  if source_name is None:
+    source_name = os.fspath(source) if isinstance(source, (str, os.PathLike)) else "<stream>"
+  where = source_name
+  if byte_range is not None:
+    where = f"{source_name} (bz2 streams at compressed bytes [{byte_range[0]}, {byte_range[1]}))"
+
+  def report(offset: int, chunk: bytes, reason: str) -> None:
+    match = _PAGE_ID.search(chunk[:4096]) if chunk else None
+    page_id = match.group(1).decode() if match else "?"
+    error = DumpError(f"{where}: page id {page_id} at decompressed byte offset {offset}: "
+                      f"{reason}")
+    if on_error is None:
+      raise error
+    on_error(error)
+
+  try:
+    stream = open_dump(source, byte_range)
+  except DumpError as e:
+    if on_error is None:
+      raise DumpError(f"{where}: {e}") from e
+    on_error(DumpError(f"{where}: {e}"))
+    return
+  try:
+    buf = b""
+    consumed = 0  # decompressed offset of buf[0]
+    eof = False
+    while True:
+      match = _PAGE_START.search(buf)
+      end = buf.find(_PAGE_END, match.start()) if match else -1
+      if match and end >= 0:
+        end += len(_PAGE_END)
+        chunk = buf[match.start():end]
+        # A '<page' inside this chunk means the previous page was never closed.
+        inner = _PAGE_START.search(chunk, 1)
+        if inner:
+          report(consumed + match.start(), chunk[:inner.start()], "unterminated <page>")
+          buf = buf[match.start() + inner.start():]
+          consumed += match.start() + inner.start()
+          continue
+        try:
+          yield parse_page_xml(chunk, source_name)
+        except (ET.ParseError, ValueError) as e:
+          report(consumed + match.start(), chunk, f"malformed page XML: {e}")
+        buf = buf[end:]
+        consumed += end
+        continue
+      if eof:
+        if match:
+          report(consumed + match.start(), buf[match.start():],
+                 "file ends inside a <page> (truncated dump?)")
+        return
+      try:
+        # read1: the data decompressed before a truncated end is returned, not lost.
+        block = stream.read1(_READ_BLOCK)
+      except (EOFError, OSError) as e:  # truncated or corrupt bz2
+        report(consumed + len(buf), buf[match.start():] if match else b"",
+               f"cannot decompress: {e}")
+        return
+      if not block:
+        eof = True
+      else:
+        if not match:  # keep a tail in case '<page' straddles two blocks
+          keep = min(len(buf), 8)
+          consumed += len(buf) - keep
+          buf = buf[len(buf) - keep:]
+        buf += block
+  finally:
+    if stream is not source:
+      stream.close()
+

@@ -1,0 +1,18 @@
+"""Pure functions from a dump's pages to the extraction's records; no Beam here.
+
+  namespaces    link and redirect targets: namespace / interwiki classification of a title,
+                normalize_target, redirect_target of a page
+  wikitext      the wikitext renderer: parse_article -> plain text, links, categories, first
+                paragraph (mwparserfromhell)
+  mentions      a rendered article's links -> mentions with their contexts (span, left, right,
+                sentence; paper section 5)
+  descriptions  a line of the entity-descriptions JSONL -> (title, text)
+  title_lists   lines of title lists and redirect lists (the KB beyond the dumps)
+  records       the records passed between the extraction's steps (MentionTuple, ArticleTuple,
+                Entity) and their tf.train.Example encodings (dense_entity.kb.schema features)
+
+Each step is tested on 3-10 line inputs; beam_pipelines.pipelines composes them into graphs.
+
+May import: beam_pipelines.dumps and any dense_entity library package; never
+beam_pipelines.pipelines (the layer above), nor an entry point.
+"""

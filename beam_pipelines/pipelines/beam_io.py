@@ -1,0 +1,112 @@
+"""Beam pieces shared by the pipelines: deterministic writers, pipeline options, counters."""
+
+import hashlib
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import apache_beam as beam
+from apache_beam.io.filesystems import FileSystems
+from apache_beam.metrics.metric import MetricsFilter
+from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions
+import tensorflow as tf
+
+# Shards are sized by record count when no number of shards is given (deterministic either way).
+RECORDS_PER_SHARD = 200_000
+
+
+def default_pipeline_options(argv: Optional[Sequence[str]] = None) -> PipelineOptions:
+  """PipelineOptions from `argv`; DirectRunner in-memory with one worker unless given."""
+  options = PipelineOptions(list(argv or []))
+  direct = options.view_as(DirectOptions)
+  args = " ".join(argv or [])
+  if "direct_num_workers" not in args:
+    direct.direct_num_workers = 1
+  if "direct_running_mode" not in args:
+    direct.direct_running_mode = "in_memory"
+  return options
+
+
+def counters(result, namespace: str) -> Dict[str, int]:
+  """The counters of `namespace` in a finished pipeline's result: {name: value}, by name.
+
+  Committed values where the runner has them, else attempted; a name counted in several steps
+  gets their sum.
+  """
+  totals = {}
+  query = result.metrics().query(MetricsFilter().with_namespace(namespace))
+  for counter in query["counters"]:
+    value = counter.committed if counter.committed is not None else counter.attempted
+    totals[counter.key.metric.name] = totals.get(counter.key.metric.name, 0) + int(value)
+  return dict(sorted(totals.items()))
+
+
+def format_tsv(rows: List[Tuple[Any, ...]]) -> str:
+  return "".join("\t".join(str(v) for v in row) + "\n" for row in sorted(rows))
+
+
+class WriteTextFile(beam.PTransform):
+  """Writes all rows of a PCollection as one sorted TSV file (rows of str/int)."""
+
+  def __init__(self, path: str):
+    super().__init__()
+    self._path = path
+
+  def expand(self, rows):
+    path = self._path
+
+    def write(all_rows):
+      with FileSystems.create(path) as f:
+        f.write(format_tsv(all_rows).encode("utf-8"))
+      return path
+
+    return (rows
+            | "Collect" >> beam.combiners.ToList()
+            | "Write" >> beam.Map(write))
+
+
+class WriteShardedTFRecords(beam.PTransform):
+  """(sort key, serialized record) -> PREFIX-SSSSS-of-NNNNN.tfrecord files, deterministically.
+
+  A record's shard is a fingerprint of its key; records are sorted by key within a shard; every
+  shard file is written, even an empty one. The same input gives byte-identical files whatever
+  the runner or bundling (Beam's own sharded writes assign shards at random).
+  """
+
+  def __init__(self, path_prefix: str, num_shards: Optional[int] = None,
+               records_per_shard: int = RECORDS_PER_SHARD):
+    super().__init__()
+    self._path_prefix = path_prefix
+    self._num_shards = num_shards
+    self._records_per_shard = records_per_shard
+
+  def expand(self, records):
+    path_prefix = self._path_prefix
+    if self._num_shards:
+      num_shards = (records.pipeline | "NumShards" >> beam.Create([self._num_shards]))
+    else:
+      per_shard = self._records_per_shard
+      num_shards = (records
+                    | "Count" >> beam.combiners.Count.Globally()
+                    | "NumShards" >> beam.Map(lambda n: max(1, -(-n // per_shard))))
+    num_shards_side = beam.pvalue.AsSingleton(num_shards)
+
+    def assign(record, n):
+      key, _ = record
+      shard = int.from_bytes(hashlib.sha256(key.encode("utf-8")).digest()[:8], "big") % n
+      return shard, record
+
+    def write(element, n):
+      shard, grouped = element
+      rows = sorted(grouped["record"])
+      path = f"{path_prefix}-{shard:05d}-of-{n:05d}.tfrecord"
+      with tf.io.TFRecordWriter(path) as writer:
+        for _, value in rows:
+          writer.write(value)
+      return path, len(rows)
+
+    keyed = records | "AssignShard" >> beam.Map(assign, num_shards_side)
+    shard_ids = (num_shards
+                 | "ShardIds" >> beam.FlatMap(lambda n: [(i, None) for i in range(n)]))
+    return ({"record": keyed, "shard": shard_ids}
+            | "GroupByShard" >> beam.CoGroupByKey()
+            | "WriteShard" >> beam.Map(write, num_shards_side))
+

@@ -1,0 +1,599 @@
+"""The extraction's Beam graph: MediaWiki dumps -> entities, mentions, alias counts, redirects.
+
+Gillick et al. (2019), section 5: training mentions are Wikipedia anchor links (the anchor text
+in the source page, the link target after redirect resolution as the gold entity), split 99.9% /
+0.1% by a stable fingerprint of the source page; the knowledge base holds every article and every
+linked title; the alias table (AT-Prior, P(e|m)) counts anchors of the training split.
+
+The DoFns here are thin: pages come from beam_pipelines.dumps, text, links and mentions from
+beam_pipelines.parsers; this module adds Beam counters for every page or record dropped, the
+joins (redirects, entities), the train/held-out split and the writes. `build_pipeline` adds the
+graph to a pipeline (tests pass a TestPipeline); `run` runs it and publishes the outputs
+atomically. The command line is beam_pipelines.extract_wikipedia.
+
+Multistream dumps (*-pages-articles-multistream.xml.bz2) with their index are split at bz2
+stream offsets into byte ranges that many workers read in parallel; other files are read whole
+by one worker each. The outputs are the same either way.
+
+Outputs (names from dense_entity/kb/schema.py; TFRecord of tf.train.Example, uncompressed,
+'PREFIX-SSSSS-of-NNNNN.tfrecord'): entities, mentions_train, mentions_heldout, alias_counts.tsv,
+redirects.tsv, stats.json and, written last, MANIFEST.json.
+"""
+
+import collections
+import datetime
+import hashlib
+import json
+import logging
+import os
+import uuid
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
+
+import apache_beam as beam
+from apache_beam.io import fileio
+from apache_beam.io.filesystems import FileSystems
+from apache_beam.metrics.metric import Metrics
+from apache_beam.options.pipeline_options import PipelineOptions
+
+from beam_pipelines.dumps import multistream
+from beam_pipelines.dumps import xml_dump
+from beam_pipelines.parsers import descriptions as descriptions_lib
+from beam_pipelines.parsers import mentions as mentions_lib
+from beam_pipelines.parsers import namespaces
+from beam_pipelines.parsers import records
+from beam_pipelines.parsers import title_lists as title_lists_lib
+from beam_pipelines.parsers import wikitext
+from beam_pipelines.pipelines import beam_io
+from beam_pipelines.pipelines import kb_merge
+from dense_entity.kb import schema
+from dense_entity.kb import titles
+
+COUNTER_NAMESPACE = "extract_wikipedia"
+DEFAULT_HELDOUT_FRACTION = 0.001
+# Pages larger than this (bytes of wikitext) are reported and skipped.
+MAX_PAGE_CHARS = 20_000_000
+# Multistream dumps with an index are read in byte ranges of about this many compressed bytes
+# (whole bz2 streams of ~100 pages each), one range per work item.
+DEFAULT_RANGE_BYTES = 32 << 20
+
+_STAGING_PREFIX = ".staging-"
+
+
+def _count(name: str, n: int = 1) -> None:
+  """Increments the Beam counter `name` (also reported in stats.json)."""
+  if n:
+    Metrics.counter(COUNTER_NAMESPACE, name).inc(n)
+
+
+def fingerprint_fraction(key: str) -> float:
+  """A stable number in [0, 1) for `key` (sha256; never Python's hash())."""
+  digest = hashlib.sha256(key.encode("utf-8")).digest()
+  return int.from_bytes(digest[:8], "big") / 2.0**64
+
+
+def is_heldout(source_page: str, heldout_fraction: float) -> bool:
+  """True when mentions from `source_page` belong to the held-out split."""
+  return fingerprint_fraction(source_page) < heldout_fraction
+
+
+# ---------------------------------------------------------------------------------------------
+# Pure steps (DoFns and functions)
+# ---------------------------------------------------------------------------------------------
+
+
+# A unit of reading work: (path, start, end): the bz2 streams in compressed bytes
+# [start, end) of a multistream dump, or (path, None, None) for the whole file.
+ReadItem = Tuple[str, Optional[int], Optional[int]]
+
+
+def find_multistream_index(path: str) -> Optional[str]:
+  """The multistream index lying beside dump `path` under its Wikimedia name, or None.
+
+  'X-multistream.xml.bz2' -> 'X-multistream-index.txt.bz2' (or '.txt'); split dumps
+  'X-multistream3.xml-pApB.bz2' -> 'X-multistream-index3.txt-pApB.bz2'. Any file system.
+  """
+  directory, name = path.rsplit("/", 1) if "/" in path else ("", path)
+  for index_name in multistream.multistream_index_names(name):
+    candidate = f"{directory}/{index_name}" if directory else index_name
+    if FileSystems.exists(candidate):
+      return candidate
+  return None
+
+
+class PlanReadsFn(beam.DoFn):
+  """Matched dump file -> ReadItems: byte ranges of whole bz2 streams, or the whole file.
+
+  A multistream dump with an index (given in `index_paths`, or, when `detect_index`, found
+  beside it by name) is split into ranges of about `range_bytes` compressed bytes at stream
+  offsets of its index (multistream.plan_stream_ranges), so many workers read one file. Any
+  other file is one item. An index that cannot be used (malformed line, offsets outside the
+  file) is logged and counted ('multistream_index_invalid') and the file is read whole, which
+  gives the same pages.
+  """
+
+  def __init__(self, index_paths: Optional[Dict[str, str]] = None, detect_index: bool = True,
+               range_bytes: int = DEFAULT_RANGE_BYTES):
+    super().__init__()
+    self._index_paths = dict(index_paths or {})
+    self._detect_index = detect_index
+    self._range_bytes = range_bytes
+
+  def process(self, metadata) -> Iterator[ReadItem]:
+    path = metadata.path
+    index = self._index_paths.get(path)
+    if index is None and self._detect_index:
+      index = find_multistream_index(path)
+    if index is None:
+      yield path, None, None
+      return
+    try:
+      with FileSystems.open(index, compression_type="uncompressed") as f:
+        offsets = multistream.read_multistream_index(f, source_name=index)
+      ranges = multistream.plan_stream_ranges(offsets, metadata.size_in_bytes,
+                                              self._range_bytes)
+    except (xml_dump.DumpError, ValueError, OSError, EOFError) as e:
+      logging.error("Multistream index %s of %s not usable (%s); reading the file whole.",
+                    index, path, e)
+      _count("multistream_index_invalid")
+      yield path, None, None
+      return
+    logging.info("Reading %s in %d ranges of bz2 streams (index %s).", path, len(ranges), index)
+    _count("multistream_files")
+    _count("multistream_ranges", len(ranges))
+    for start, end in ranges:
+      yield path, start, end
+
+
+class ReadPagesFn(beam.DoFn):
+  """ReadItem (or a plain file path) -> xml_dump.Page for every page in it.
+
+  Reads a MediaWiki dump (plain or bz2) whole, or, for a (path, start, end) item, only the bz2
+  streams in compressed bytes [start, end) of a multistream dump (one seek; memory bounded by
+  a page, not the file or range). A page, range or file tail that cannot be read is logged with
+  file, offset and page id, counted ('pages_unreadable') and skipped; the other pages still
+  come through. 'files_read' counts whole files and first ranges (start 0).
+  """
+
+  def process(self, item) -> Iterator[xml_dump.Page]:
+    if isinstance(item, str):
+      path, start, end = item, None, None
+    else:
+      path, start, end = item
+    byte_range = None if start is None else (start, end)
+    errors = []
+
+    def on_error(error: xml_dump.DumpError) -> None:
+      logging.error("Skipped unreadable input: %s", error)
+      errors.append(error)
+      _count("pages_unreadable")
+
+    with FileSystems.open(path, compression_type="uncompressed") as f:
+      for page in xml_dump.iter_pages(f, on_error=on_error, source_name=path,
+                                      byte_range=byte_range):
+        _count("pages_read")
+        yield page
+    if byte_range is None or start == 0:
+      _count("files_read")
+    if byte_range is not None:
+      _count("multistream_ranges_read")
+    if errors:
+      _count("files_with_errors" if byte_range is None else "multistream_ranges_with_errors")
+
+
+def page_key(page: xml_dump.Page) -> Tuple[int, str]:
+  """Dedupe key of a page: (namespace, normalized title)."""
+  return page.ns, titles.normalize_title(page.title)
+
+
+def pick_page(key_pages: Tuple[Tuple[int, str], Iterable[xml_dump.Page]]) -> xml_dump.Page:
+  """One page per title when several inputs hold it: prefer an article over a redirect, then
+  the longer text, then the larger page id (deterministic)."""
+  _, pages = key_pages
+  pages = list(pages)
+  if len(pages) == 1:
+    return pages[0]
+  _count("pages_duplicate_title", len(pages) - 1)
+  return max(pages, key=lambda p: (namespaces.redirect_target(p) is None, len(p.text),
+                                   p.page_id, p.text, p.title))
+
+
+class ParsePageFn(beam.DoFn):
+  """Page -> tagged outputs: 'redirect' (title, target), 'article' (title, ArticleTuple) and
+  'mention' (raw target, MentionTuple), the main output.
+
+  Only namespace-0 pages (from the <ns> tag) are used. The article is rendered by
+  parsers.wikitext.parse_article; its mentions and their features come from
+  parsers.mentions.article_mentions (dense_entity.kb.mention_features over the article's plain
+  text, sentence spans computed once). Here: the counters, and the page's routing by kind.
+  """
+
+  REDIRECT = "redirect"
+  ARTICLE = "article"
+
+  def __init__(self, max_page_chars: int = MAX_PAGE_CHARS):
+    super().__init__()
+    self._max_page_chars = max_page_chars
+
+  def process(self, page: xml_dump.Page):
+    if page.ns != 0:
+      _count("pages_other_namespace")
+      return
+    title = titles.normalize_title(page.title)
+    if not title:
+      _count("pages_empty_title")
+      return
+    try:
+      target = namespaces.redirect_target(page)
+    except Exception as e:  # pylint: disable=broad-except
+      self._report(page, e)
+      return
+    if target is not None:
+      if target and target != title:
+        _count("redirects")
+        yield beam.pvalue.TaggedOutput(self.REDIRECT, (title, target))
+      else:
+        _count("redirects_invalid")
+      return
+    if len(page.text) > self._max_page_chars:
+      self._report(page, f"page of {len(page.text)} characters exceeds {self._max_page_chars}")
+      return
+    try:
+      parsed = wikitext.parse_article(page.text, page.title)
+      mentions = mentions_lib.article_mentions(parsed, page.page_id, title)
+    except Exception as e:  # pylint: disable=broad-except
+      self._report(page, e)
+      return
+    _count("articles")
+    for reason, n in sorted(parsed.dropped.items()):
+      _count(f"links_dropped_{reason}", n)
+    _count("links_kept", len(mentions))
+    by_source = collections.Counter(link.source for link in parsed.links)
+    for source, n in sorted(by_source.items()):
+      _count(f"links_kept_{source}", n)  # where the mentions were written (prose, table, ...)
+    yield beam.pvalue.TaggedOutput(
+        self.ARTICLE, (title, (page.page_id, parsed.first_paragraph, tuple(parsed.categories))))
+    yield from mentions
+
+  @staticmethod
+  def _report(page: xml_dump.Page, reason) -> None:
+    logging.error("Skipped page: file %s, page id %d (%r): %s", page.source or "?",
+                  page.page_id, page.title, reason)
+    _count("pages_failed")
+
+
+def parse_description(line: str) -> Iterator[Tuple[str, str]]:
+  """A JSONL line {"title", "text", ...} -> (normalized title, text); bad lines counted.
+
+  The line is parsed by parsers.descriptions.parse_description_line; a blank line gives
+  nothing, a bad one ('descriptions_invalid': not JSON, no title) is logged and dropped.
+  """
+  try:
+    parsed = descriptions_lib.parse_description_line(line)
+  except (ValueError, KeyError, TypeError) as e:
+    logging.warning("Skipped description line (%s): %.100r", e, line)
+    _count("descriptions_invalid")
+    return
+  if parsed is None:
+    return
+  title, text = parsed
+  if not title:
+    _count("descriptions_invalid")
+    return
+  _count("descriptions_read")
+  yield title, text
+
+
+class ExtractWikipedia(beam.PTransform):
+  """Dump file paths (or ReadItems) -> entities, mentions (train/held-out), alias counts and
+  redirects.
+
+  Input: (paths, descriptions) or (paths, descriptions, listed titles, listed redirects):
+  PCollections of dump paths or ReadItems, (title, text), title, (redirect, target). The KB
+  is merged from all of them by kb_merge.MergeKnowledgeBase (one entity per matching key).
+
+  Returns a dict of PCollections: 'entities' (Entity), 'mentions_train' and
+  'mentions_heldout' ((MentionTuple, Entity)), 'alias_counts' ((alias key, entity, count),
+  train split only), 'redirects' ((redirect title, entity title)).
+  """
+
+  def __init__(self, heldout_fraction: float = DEFAULT_HELDOUT_FRACTION,
+               max_page_chars: int = MAX_PAGE_CHARS):
+    super().__init__()
+    if not 0.0 <= heldout_fraction <= 1.0:
+      raise ValueError(f"heldout_fraction must be in [0, 1], got {heldout_fraction}")
+    self._heldout_fraction = heldout_fraction
+    self._max_page_chars = max_page_chars
+
+  def expand(self, inputs):
+    paths, descriptions = inputs[:2]
+    title_list, title_redirects = inputs[2:] if len(inputs) > 2 else (None, None)
+    pages = (paths
+             # One element per file or per multistream range: workers read them in parallel.
+             | "SpreadFiles" >> beam.Reshuffle()
+             | "ReadPages" >> beam.ParDo(ReadPagesFn())
+             # Grouping by title both removes pages repeated across inputs and reshuffles the
+             # pages so that parsing parallelizes (it replaces a plain beam.Reshuffle).
+             | "KeyByTitle" >> beam.Map(lambda p: (page_key(p), p))
+             | "DedupeAndReshufflePages" >> beam.GroupByKey()
+             | "PickPage" >> beam.Map(pick_page))
+    parsed = pages | "ParsePages" >> beam.ParDo(
+        ParsePageFn(self._max_page_chars)).with_outputs(
+            ParsePageFn.REDIRECT, ParsePageFn.ARTICLE, main="mention")
+    sources = {"articles": parsed[ParsePageFn.ARTICLE],
+               "redirects": parsed[ParsePageFn.REDIRECT],
+               "descriptions": descriptions, "mentions": parsed["mention"]}
+    if title_list is not None:
+      sources["titles"] = title_list
+    if title_redirects is not None:
+      sources["title_redirects"] = title_redirects
+    kb = sources | "MergeKnowledgeBase" >> kb_merge.MergeKnowledgeBase()
+    heldout_fraction = self._heldout_fraction
+
+    def split(mention_entity, num_partitions):
+      del num_partitions
+      heldout = is_heldout(mention_entity[0][1], heldout_fraction)
+      _count("mentions_heldout" if heldout else "mentions_train")
+      return 1 if heldout else 0
+
+    train, heldout = kb["mentions"] | "SplitTrainHeldout" >> beam.Partition(split, 2)
+    alias_counts = (train
+                    | "AliasKey" >> beam.Map(
+                        lambda me: (titles.alias_key(me[0][2]), me[1].title))
+                    | "CountAliases" >> beam.combiners.Count.PerElement()
+                    | "AliasRows" >> beam.Map(lambda kv: (kv[0][0], kv[0][1], kv[1])))
+    return {
+        "entities": kb["entities"],
+        "mentions_train": train,
+        "mentions_heldout": heldout,
+        "alias_counts": alias_counts,
+        "redirects": kb["redirects"],
+    }
+
+
+def _read_lists(pipeline, name: str, patterns: Sequence[str], parse, counter: str):
+  """Lines of the files matching `patterns` (plain, .gz or .bz2), parsed with `parse`."""
+  if not patterns:
+    return pipeline | f"No{name}" >> beam.Create([])
+  parts = []
+  for i, pattern in enumerate(patterns):
+    parts.append(pipeline
+                 | f"Read{name}{i}" >> beam.io.ReadFromText(pattern)
+                 | f"Parse{name}{i}" >> beam.FlatMap(kb_merge.parse_list_line, parse=parse,
+                                                    counter=counter, source=pattern))
+  return parts | f"All{name}" >> beam.Flatten()
+
+
+def output_prefixes() -> Tuple[str, ...]:
+  return (schema.ENTITIES_PREFIX, schema.TRAIN_MENTIONS_PREFIX, schema.HELDOUT_MENTIONS_PREFIX)
+
+
+def build_pipeline(pipeline: beam.Pipeline, input_patterns: Sequence[str], output_dir: str,
+                   heldout_fraction: float = DEFAULT_HELDOUT_FRACTION,
+                   descriptions: Optional[str] = None, num_shards: Optional[int] = None,
+                   max_page_chars: int = MAX_PAGE_CHARS,
+                   multistream_index: Optional[str] = None,
+                   detect_multistream_index: bool = True,
+                   range_bytes: int = DEFAULT_RANGE_BYTES,
+                   title_lists: Sequence[str] = (),
+                   redirect_lists: Sequence[str] = ()) -> Dict[str, beam.PCollection]:
+  """Adds the extraction to `pipeline`, writing its files into `output_dir` (no manifest).
+
+  `run` passes a staging directory here and moves the files into place afterwards; tests pass
+  a TestPipeline and a temporary directory.
+
+  Args:
+    pipeline: the Beam pipeline.
+    input_patterns: file patterns of MediaWiki XML dumps (.xml or .bz2, any file system).
+    output_dir: existing directory the record files and TSVs are written to.
+    heldout_fraction: fraction of source pages whose mentions are held out.
+    descriptions: optional JSONL file of {"title", "text"} entity descriptions.
+    num_shards: shards per TFRecord output; None sizes them by record count.
+    max_page_chars: longer pages are reported and skipped.
+    multistream_index: optional file pattern of multistream index files
+      ('offset:page_id:title' lines, plain or bz2), paired with the dumps by name (or one index
+      with one dump); matched when the pipeline is built.
+    detect_multistream_index: look for 'X-multistream-index.txt.bz2' beside each
+      'X-multistream.xml.bz2' input without an index given.
+    range_bytes: a multistream dump with an index is read in ranges of about this many
+      compressed bytes (whole bz2 streams), distributed over the workers.
+    title_lists: file patterns of title lists (one title per line, plain, .gz or .bz2;
+      parsers.title_lists): every title becomes a KB entity unless it is a redirect or
+      disambiguation-like (kb_merge).
+    redirect_lists: file patterns of redirect lists ('redirect<TAB>target' lines): the
+      redirect titles become aliases of their targets' entities.
+
+  Returns:
+    The ExtractWikipedia PCollections, plus 'written' (path, record count) of every shard.
+
+  Raises:
+    FileNotFoundError: `multistream_index` matches no file.
+    ValueError: an index file belongs to no input dump.
+  """
+  index_paths = {}
+  if multistream_index:
+    index_paths = multistream.pair_multistream_indexes(_expand_patterns(list(input_patterns)),
+                                                       _expand_patterns([multistream_index]))
+  paths = (pipeline
+           | "InputPatterns" >> beam.Create(list(input_patterns))
+           | "MatchFiles" >> fileio.MatchAll()
+           | "PlanReads" >> beam.ParDo(PlanReadsFn(index_paths, detect_multistream_index,
+                                                   range_bytes)))
+  if descriptions:
+    description_pairs = (pipeline
+                         | "ReadDescriptions" >> beam.io.ReadFromText(descriptions)
+                         | "ParseDescriptions" >> beam.FlatMap(parse_description))
+  else:
+    description_pairs = pipeline | "NoDescriptions" >> beam.Create([])
+  listed = _read_lists(pipeline, "Titles", title_lists, title_lists_lib.parse_title_line,
+                      "titles_listed")
+  listed_redirects = _read_lists(pipeline, "TitleRedirects", redirect_lists,
+                                 title_lists_lib.parse_redirect_line, "title_list_redirects")
+  outputs = ((paths, description_pairs, listed, listed_redirects)
+             | "Extract" >> ExtractWikipedia(heldout_fraction, max_page_chars))
+  join = os.path.join if "://" not in output_dir else FileSystems.join
+  written = []
+  written.append(
+      outputs["entities"]
+      | "SerializeEntities" >> beam.Map(
+          lambda e: (e.title, records.entity_example(e).SerializeToString(deterministic=True)))
+      | "WriteEntities" >> beam_io.WriteShardedTFRecords(
+          join(output_dir, schema.ENTITIES_PREFIX), num_shards))
+  for name, prefix in (("mentions_train", schema.TRAIN_MENTIONS_PREFIX),
+                       ("mentions_heldout", schema.HELDOUT_MENTIONS_PREFIX)):
+    written.append(
+        outputs[name]
+        | f"Serialize_{name}" >> beam.Map(
+            lambda me: (me[0][0], records.mention_example(me[0], me[1]).SerializeToString(
+                deterministic=True)))
+        | f"Write_{name}" >> beam_io.WriteShardedTFRecords(join(output_dir, prefix),
+                                                           num_shards))
+  _ = outputs["alias_counts"] | "WriteAliasCounts" >> beam_io.WriteTextFile(
+      join(output_dir, schema.ALIAS_COUNTS_FILE))
+  _ = outputs["redirects"] | "WriteRedirects" >> beam_io.WriteTextFile(
+      join(output_dir, schema.REDIRECTS_FILE))
+  outputs["written"] = written | "AllShards" >> beam.Flatten()
+  return outputs
+
+
+# ---------------------------------------------------------------------------------------------
+# Running: staging, stats, atomic move, manifest
+# ---------------------------------------------------------------------------------------------
+
+
+def _expand_patterns(input_patterns: Sequence[str]) -> List[str]:
+  """Checks that every pattern matches a file; returns the sorted matched paths.
+
+  Raises:
+    FileNotFoundError: naming the patterns that match nothing.
+  """
+  results = FileSystems.match(list(input_patterns))
+  missing = [p for p, r in zip(input_patterns, results) if not r.metadata_list]
+  if missing:
+    raise FileNotFoundError(f"input pattern(s) match no file: {missing}")
+  return sorted({m.path for r in results for m in r.metadata_list})
+
+
+def _is_output_file(name: str) -> bool:
+  if name in (schema.ALIAS_COUNTS_FILE, schema.REDIRECTS_FILE, schema.STATS_FILE,
+              schema.MANIFEST_FILE):
+    return True
+  return any(name.startswith(prefix + "-") and name.endswith(".tfrecord")
+             for prefix in output_prefixes())
+
+
+def _list_dir(directory: str) -> List[str]:
+  results = FileSystems.match([FileSystems.join(directory, "*")])[0].metadata_list
+  return sorted(m.path for m in results)
+
+
+def _write_json(path: str, value: Any) -> None:
+  with FileSystems.create(path) as f:
+    f.write((json.dumps(value, indent=2, sort_keys=True) + "\n").encode("utf-8"))
+
+
+def run(input_patterns: Sequence[str], output_dir: str,
+        heldout_fraction: float = DEFAULT_HELDOUT_FRACTION, descriptions: Optional[str] = None,
+        pipeline_options: Optional[PipelineOptions] = None, num_shards: Optional[int] = None,
+        max_page_chars: int = MAX_PAGE_CHARS, multistream_index: Optional[str] = None,
+        detect_multistream_index: bool = True,
+        range_bytes: int = DEFAULT_RANGE_BYTES, title_lists: Sequence[str] = (),
+        redirect_lists: Sequence[str] = ()) -> Dict[str, Any]:
+  """Runs the extraction and publishes its outputs atomically in `output_dir`.
+
+  Files are written to `output_dir/.staging-<id>/`; after the pipeline succeeded, the previous
+  outputs in `output_dir` are removed, the new files moved in and MANIFEST.json written last.
+  An old MANIFEST.json is removed before the pipeline starts, so a failed run leaves none.
+
+  Args:
+    input_patterns: file patterns of MediaWiki XML dumps (plain or .bz2).
+    output_dir: output directory (created if missing; previous outputs are replaced).
+    heldout_fraction: fraction of source pages whose mentions are held out.
+    descriptions: optional JSONL of entity descriptions ({"title", "text"}).
+    pipeline_options: Beam options; default DirectRunner, in-memory, one worker.
+    num_shards: shards per TFRecord output (None: by record count).
+    max_page_chars: longer pages are reported and skipped.
+    multistream_index: optional file pattern of multistream index files (see build_pipeline).
+    detect_multistream_index: use an index found beside a multistream dump by name.
+    range_bytes: compressed bytes per read range of an indexed multistream dump.
+    title_lists: file patterns of title lists (see build_pipeline).
+    redirect_lists: file patterns of redirect lists (see build_pipeline).
+
+  Returns:
+    The stats dict written to stats.json: counter name -> value.
+
+  Raises:
+    FileNotFoundError: an input pattern (the descriptions file, the multistream index)
+      matches no file.
+    ValueError: a multistream index file belongs to no input dump.
+    RuntimeError: the pipeline did not finish successfully.
+  """
+  # Every input is checked before anything in output_dir is touched.
+  input_files = _expand_patterns(input_patterns)
+  if descriptions:
+    _expand_patterns([descriptions])
+  list_files = _expand_patterns(list(title_lists) + list(redirect_lists)) if (
+      title_lists or redirect_lists) else []
+  manifest_path = FileSystems.join(output_dir, schema.MANIFEST_FILE)
+  if FileSystems.exists(manifest_path):  # from here on, a failure leaves no manifest
+    FileSystems.delete([manifest_path])
+  if pipeline_options is None:
+    pipeline_options = beam_io.default_pipeline_options()
+  if not FileSystems.exists(output_dir):
+    FileSystems.mkdirs(output_dir)
+  staging = FileSystems.join(output_dir, _STAGING_PREFIX + uuid.uuid4().hex[:12])
+  FileSystems.mkdirs(staging)
+  started = datetime.datetime.now(datetime.timezone.utc)
+  try:
+    pipeline = beam.Pipeline(options=pipeline_options)
+    build_pipeline(pipeline, list(input_patterns), staging, heldout_fraction=heldout_fraction,
+                   descriptions=descriptions, num_shards=num_shards,
+                   max_page_chars=max_page_chars, multistream_index=multistream_index,
+                   detect_multistream_index=detect_multistream_index,
+                   range_bytes=range_bytes, title_lists=title_lists,
+                   redirect_lists=redirect_lists)
+    result = pipeline.run()
+    state = result.wait_until_finish()
+    if state != beam.runners.runner.PipelineState.DONE:
+      raise RuntimeError(f"extraction pipeline ended in state {state}")
+    stats = beam_io.counters(result, COUNTER_NAMESPACE)
+    _write_json(FileSystems.join(staging, schema.STATS_FILE), stats)
+    staged = _list_dir(staging)
+    # Replace the previous outputs (and staging left by killed runs), then move the new in.
+    old = [p for p in _list_dir(output_dir)
+           if _is_output_file(os.path.basename(p)) or (
+               os.path.basename(p).startswith(_STAGING_PREFIX) and p != staging)]
+    if old:
+      FileSystems.delete(old)
+    names = [os.path.basename(p) for p in staged]
+    FileSystems.rename(staged, [FileSystems.join(output_dir, n) for n in names])
+    record_files = {prefix: sorted(n for n in names if n.startswith(prefix + "-"))
+                    for prefix in output_prefixes()}
+    manifest = {
+        "files": sorted(names),
+        "record_files": record_files,
+        "counts": {
+            schema.ENTITIES_PREFIX: stats.get("entities", 0),
+            schema.TRAIN_MENTIONS_PREFIX: stats.get("mentions_train", 0),
+            schema.HELDOUT_MENTIONS_PREFIX: stats.get("mentions_heldout", 0),
+            "redirects": stats.get("redirects", 0),
+            "articles": stats.get("articles", 0),
+        },
+        "heldout_fraction": heldout_fraction,
+        "inputs": input_files,
+        "input_patterns": list(input_patterns),
+        "descriptions": descriptions,
+        "title_lists": list(title_lists),
+        "redirect_lists": list(redirect_lists),
+        "list_files": list_files,
+        "multistream_index": multistream_index,
+        "started": started.isoformat(),
+        "finished": datetime.datetime.now(datetime.timezone.utc).isoformat(),
+        "pages_skipped": stats.get("pages_unreadable", 0) + stats.get("pages_failed", 0),
+    }
+    tmp = FileSystems.join(staging, schema.MANIFEST_FILE)
+    _write_json(tmp, manifest)
+    FileSystems.rename([tmp], [manifest_path])
+  finally:
+    if FileSystems.exists(staging):
+      FileSystems.delete([staging])
+  return stats

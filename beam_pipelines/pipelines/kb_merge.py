@@ -1,0 +1,385 @@
+"""One knowledge base from every source: dump pages, link targets, descriptions, title lists
+and redirect lists, merged by Beam joins on one matching key.
+
+Gillick et al. (2019), section 3: retrieval is over all Wikipedia entities. The dumps we parse
+hold a few hundred articles; a Wikipedia-scale KB adds every title of a title list (4.5M
+entities) and a redirect list (1.4M aliases). Sources spell titles differently ('Jürgen
+Klinsmann' in a dump, 'jurgen_klinsmann' in DBpedia's folded list), so every title is keyed by
+`dense_entity.kb.titles.match_key` (case- and accent-insensitive) and each key becomes at most
+one entity. Every step below is a join or a per-key function, with no single-worker step:
+
+1. Redirect edges (dump redirects before list redirects when both name a source key; a source
+   key that is a dump article is an article, not a redirect) are resolved to their final
+   target by pointer jumping: each round replaces a target that is itself a redirect by that
+   redirect's target, so 3 rounds follow chains of up to 8 hops (titles.MAX_REDIRECT_HOPS);
+   a target still a redirect after that is a loop or too long a chain and is dropped, counted.
+2. Articles, descriptions, link targets of mentions and listed titles are keyed, moved through
+   the redirects to their final key (a listed title that is a redirect is an alias, not an
+   entity), and grouped by key with the redirect titles (aliases) and anchor texts.
+3. Per key, one entity: its display title is the dump article's title, else the description's,
+   else the most frequent link target spelling, else the listed title (so a KB of all titles
+   keeps the dump's capitalisation and accents where it has them); text from the article, else
+   the description; categories from the article. Keys of several articles keep the one with the
+   longest text (counted as a collision).
+4. Not entities (each counted): titles ending in ' (disambiguation)', and title-only entries
+   (only listed: no page, link or description) that look like disambiguation pages or unlisted
+   redirects, which would otherwise match mention spans exactly ('Georgia', 'AFP', 'U.S.'):
+   - by Wikipedia's naming rule for disambiguation (WP:DAB): a base title 'X' with entities
+     'X (qualifier)' and no 'X (disambiguation)' is itself the disambiguation page;
+   - by the anchors: the title is anchor text of links to other entities and never a link
+     target itself (editors linking the words 'X' chose another page), unless 'X
+     (disambiguation)' exists, which makes 'X' the primary topic.
+
+Counters go to the extraction's namespace (stats.json); WORKSPACE.md lists them.
+"""
+
+import collections
+import logging
+import re
+from typing import Iterator, Optional, Tuple
+
+import apache_beam as beam
+from apache_beam.metrics.metric import Metrics
+
+from beam_pipelines.parsers import namespaces
+from beam_pipelines.parsers import records
+from dense_entity.kb import titles
+
+COUNTER_NAMESPACE = "extract_wikipedia"
+
+SOURCE_PAGE = "page"
+SOURCE_LINK_TARGET = "link_target"
+SOURCE_DESCRIPTION = "description"
+SOURCE_TITLE_LIST = "title_list"
+
+DISAMBIGUATION_QUALIFIER = "disambiguation"
+# Rounds of pointer jumping: chains of up to 2**rounds hops are followed.
+REDIRECT_ROUNDS = 3
+
+# Tags of the values grouped by key.
+ARTICLE, DESCRIPTION, MENTION, LISTED, ALIAS, ANCHOR, NOT_ENTITY, PRIMARY_TOPIC = (
+    "article", "description", "mention", "listed", "alias", "anchor", "not_entity",
+    "primary_topic")
+
+# Counter prefix of each tag ('mentions_dropped_redirect_loop', ...).
+_COUNTER_PREFIX = {ARTICLE: "articles", DESCRIPTION: "descriptions", MENTION: "mentions",
+                   LISTED: "titles_listed"}
+
+_QUALIFIED = re.compile(r"^(.*\S) \(([^()]*)\)$")
+
+
+def _count(name: str, n: int = 1) -> None:
+  if n:
+    Metrics.counter(COUNTER_NAMESPACE, name).inc(n)
+
+
+def split_qualifier(key: str) -> Tuple[str, Optional[str]]:
+  """'georgia (country)' -> ('georgia', 'country'); 'georgia' -> ('georgia', None)."""
+  match = _QUALIFIED.match(key)
+  return (match.group(1), match.group(2)) if match else (key, None)
+
+
+# ------------------------------------------------------------------------------ redirects
+
+
+def pick_edge(element) -> Iterator[Tuple[str, Tuple[str, str, str]]]:
+  """(source key, [(priority, source title, target key, target title)]) -> one edge.
+
+  Priority 0 (dump) before 1 (list), then the smallest target key (deterministic). An edge to
+  its own key ('AIDS' -> 'Aids') is no redirect in a key-merged KB.
+  """
+  source_key, candidates = element
+  candidates = sorted(candidates)
+  if len({c[2] for c in candidates}) > 1:
+    _count("redirects_conflicting_targets")
+  _, source, target_key, target = candidates[0]
+  if target_key == source_key:
+    _count("redirects_to_own_key")
+    return
+  yield source_key, (source, target_key, target)
+
+
+def drop_edges_of_articles(element) -> Iterator[Tuple[str, Tuple[str, str, str]]]:
+  """CoGroupByKey {'edge', 'article'} -> the edge, unless its source key is a dump article."""
+  key, grouped = element
+  edges = list(grouped["edge"])
+  if not edges:
+    return
+  if any(True for _ in grouped["article"]):
+    _count("redirects_overridden_by_article")
+    return
+  yield key, edges[0]
+
+
+def jump(element) -> Iterator[Tuple[str, Tuple[str, str, str]]]:
+  """One round of pointer jumping, grouped by the middle key X.
+
+  Input: (X, {'in': [(source key, (source, X, X title))], 'next': [(X, target key, target
+  title)] when X is itself a redirect}). Output: each incoming edge, its target replaced by
+  X's target when there is one.
+  """
+  _, grouped = element
+  nxt = list(grouped["next"])
+  for source_key, (source, target_key, target) in grouped["in"]:
+    if nxt:
+      _, next_key, next_title = nxt[0]
+      yield source_key, (source, next_key, next_title)
+    else:
+      yield source_key, (source, target_key, target)
+
+
+def finish_edge(element) -> Iterator[Tuple[str, Tuple[str, Optional[str], Optional[str]]]]:
+  """(target key, {'in': edges, 'is_source': [...]}) -> (source key, (source, final key,
+  final title)); final None when the target is still a redirect (a loop or a chain longer
+  than 2**REDIRECT_ROUNDS hops)."""
+  _, grouped = element
+  looping = any(True for _ in grouped["is_source"])
+  for source_key, (source, target_key, target) in grouped["in"]:
+    if looping:
+      _count("redirects_loop")
+      yield source_key, (source, None, None)
+    else:
+      yield source_key, (source, target_key, target)
+
+
+class ResolveRedirects(beam.PTransform):
+  """(source key, (source title, target key, target title)) edges -> final edges.
+
+  Output: (source key, (source title, final key or None, final title or None)).
+  """
+
+  def expand(self, edges):
+    for r in range(REDIRECT_ROUNDS):
+      edges = ({"in": edges | f"ByTarget{r}" >> beam.Map(lambda kv: (kv[1][1], kv)),
+                "next": edges | f"BySource{r}" >> beam.Map(
+                    lambda kv: (kv[0], (kv[0],) + kv[1][1:]))}
+               | f"Join{r}" >> beam.CoGroupByKey()
+               | f"Jump{r}" >> beam.FlatMap(jump))
+    return ({"in": edges | "ByFinalTarget" >> beam.Map(lambda kv: (kv[1][1], kv)),
+             "is_source": edges | "Sources" >> beam.Map(lambda kv: (kv[0], None))}
+            | "JoinFinal" >> beam.CoGroupByKey()
+            | "Finish" >> beam.FlatMap(finish_edge))
+
+
+# ------------------------------------------------------------------------ keyed values
+
+
+def resolve_value(element, anchors: bool = True):
+  """(key, {'value': [(tag, title, payload)], 'redirect': [final edge]}) -> (final key, value).
+
+  Values at a redirect's source key move to its final key (counted '<kind>_resolved_through_
+  redirect', kind 'mentions', 'descriptions', ...); at a looping redirect they are dropped
+  ('<kind>_dropped_redirect_loop'); a listed title that is a redirect is an alias
+  ('titles_listed_that_are_redirects'); a value whose final title is not in the main
+  namespace is dropped ('<kind>_dropped_other_namespace').
+  Mentions also yield (key of their span text, (ANCHOR, final key, None)).
+  """
+  key, grouped = element
+  redirects = list(grouped["redirect"])
+  final_key, final_title = key, None
+  if redirects:
+    _, final_key, final_title = redirects[0]
+  for tag, title, payload in grouped["value"]:
+    kind = _COUNTER_PREFIX[tag]
+    if redirects:
+      if tag == LISTED:
+        _count("titles_listed_that_are_redirects")
+        continue
+      if final_key is None:
+        _count(f"{kind}_dropped_redirect_loop")
+        continue
+      _count(f"{kind}_resolved_through_redirect")
+      title = final_title  # the redirect target's spelling, not the redirect's
+    if not namespaces.is_main_namespace_title(title):
+      _count(f"{kind}_dropped_other_namespace")
+      continue
+    yield final_key, (tag, title, payload)
+    if tag == MENTION and anchors:
+      yield titles.match_key(payload[2]), (ANCHOR, final_key, None)
+
+
+def key_flags(element) -> Iterator[Tuple[str, Tuple[str, bool, bool]]]:
+  """(key, tags) -> (base key, (key, title-only, named '(disambiguation)')) for the WP:DAB
+  rule; keys without an entity (only aliases or anchors) give nothing."""
+  key, tags = element
+  tags = set(tags)
+  if not tags & {ARTICLE, DESCRIPTION, MENTION, LISTED}:
+    return
+  base, qualifier = split_qualifier(key)
+  title_only = not tags & {ARTICLE, DESCRIPTION, MENTION}
+  yield base, (key, title_only, qualifier == DISAMBIGUATION_QUALIFIER)
+
+
+def disambiguation_by_siblings(element) -> Iterator[Tuple[str, Tuple[str, str, None]]]:
+  """(base key, [(key, title-only, is '(disambiguation)')]) -> the WP:DAB decision on a
+  title-only base: (base, NOT_ENTITY) when it has qualified siblings and no 'base
+  (disambiguation)' page (it is the disambiguation page); (base, PRIMARY_TOPIC) when 'base
+  (disambiguation)' exists (it is the primary topic, kept whatever its anchors say)."""
+  base, members = element
+  members = list(members)
+  if not any(k == base and title_only for k, title_only, _ in members):
+    return
+  if any(is_dab for _, _, is_dab in members):
+    yield base, (PRIMARY_TOPIC, "primary_topic", None)
+  elif any(k != base for k, _, _ in members):
+    yield base, (NOT_ENTITY, "disambiguation_by_siblings", None)
+
+
+# --------------------------------------------------------------------------- entities
+
+
+class BuildEntityFn(beam.DoFn):
+  """(key, [(tag, title, payload)]) -> the key's Entity; tagged 'mention' (MentionTuple,
+  Entity) for each of its mentions and 'redirect' (alias title, entity title) for each alias.
+  """
+
+  MENTION = "mention"
+  REDIRECT = "redirect"
+
+  def process(self, element):
+    key, values = element
+    by_tag = collections.defaultdict(list)
+    for tag, title, payload in values:
+      by_tag[tag].append((title, payload))
+    articles, mentions = by_tag[ARTICLE], by_tag[MENTION]
+    descriptions, listed = by_tag[DESCRIPTION], by_tag[LISTED]
+    aliases = sorted({title for title, _ in by_tag[ALIAS]})
+    if not (articles or descriptions or mentions or listed):
+      _count("redirects_to_missing_page", len(aliases))
+      return
+    if split_qualifier(key)[1] == DISAMBIGUATION_QUALIFIER:
+      _count("not_entities_disambiguation_page_by_title")
+      _count("mentions_dropped_disambiguation_page", len(mentions))
+      _count("redirects_to_missing_page", len(aliases))
+      return
+    if not (articles or descriptions or mentions):  # title-only
+      reasons = sorted(reason for reason, _ in by_tag[NOT_ENTITY])
+      if not reasons and by_tag[ANCHOR] and not by_tag[PRIMARY_TOPIC]:
+        reasons = ["anchor_text_of_other_entities"]
+      if reasons:
+        _count(f"not_entities_title_list_{reasons[0]}")
+        _count("redirects_to_missing_page", len(aliases))
+        return
+    sources, text, categories = [], "", ()
+    if articles:
+      if len(articles) > 1:
+        _count("kb_key_collisions_articles", len(articles) - 1)
+      title, (_, text, categories) = max(
+          articles, key=lambda a: (len(a[1][1]), a[1][0], a[0]))
+      sources.append(SOURCE_PAGE)
+      display = "page"
+    if mentions:
+      sources.append(SOURCE_LINK_TARGET)
+    if descriptions:
+      sources.append(SOURCE_DESCRIPTION)
+      best_title, best_text = min(descriptions, key=lambda d: (-len(d[1]), d[1], d[0]))
+      if not text:
+        text = best_text
+        _count("entities_text_from_description")
+      if not articles:
+        title, display = best_title, "description"
+    if listed:
+      sources.append(SOURCE_TITLE_LIST)
+    if not (articles or descriptions):
+      if mentions:
+        spellings = collections.Counter(t for t, _ in mentions)
+        title = min(spellings, key=lambda t: (-spellings[t], t))
+        display = "link_target"
+      else:
+        title, display = min(t for t, _ in listed), "title_list"
+    if len({t for tag in (ARTICLE, DESCRIPTION, MENTION, LISTED) for t, _ in by_tag[tag]}) > 1:
+      _count("entities_with_spellings_merged")
+    entity = records.Entity(title=title, text=text, categories=tuple(categories),
+                            aliases=tuple(a for a in aliases if a != title),
+                            sources=tuple(sources))
+    _count("entities")
+    _count(f"entities_title_from_{display}")
+    for source in sources:
+      _count(f"entities_source_{source}")
+    if not articles:
+      _count("entities_without_page")
+    yield entity
+    for _, mention in mentions:
+      yield beam.pvalue.TaggedOutput(self.MENTION, (mention, entity))
+    for alias in entity.aliases:
+      yield beam.pvalue.TaggedOutput(self.REDIRECT, (alias, entity.title))
+
+
+class MergeKnowledgeBase(beam.PTransform):
+  """Every KB source -> entities, their mentions and the redirects, one entity per key.
+
+  Input: a dict of PCollections (absent keys are empty):
+    'articles': (title, ArticleTuple) of dump pages;
+    'redirects': (title, target title) of dump redirect pages;
+    'descriptions': (title, text);
+    'mentions': (link target title, MentionTuple);
+    'titles': title, from title lists;
+    'title_redirects': (redirect title, target title), from redirect lists.
+  All titles normalized (dense_entity.kb.titles.normalize_title).
+
+  Output: {'entities': Entity, 'mentions': (MentionTuple, Entity), 'redirects': (redirect
+  title, entity title)}, the last for redirects whose final target is an entity.
+  """
+
+  def expand(self, inputs):
+    pipeline = next(iter(inputs.values())).pipeline
+    sources = {name: inputs[name] if name in inputs else pipeline | f"No_{name}" >> beam.Create([])
+               for name in ("articles", "redirects", "descriptions", "mentions", "titles",
+                            "title_redirects")}
+    get = sources.__getitem__
+    key = titles.match_key
+    edges = ((get("redirects")
+              | "DumpEdges" >> beam.Map(lambda st: (key(st[0]), (0, st[0], key(st[1]), st[1]))),
+              get("title_redirects")
+              | "ListEdges" >> beam.Map(lambda st: (key(st[0]), (1, st[0], key(st[1]), st[1]))))
+             | "AllEdges" >> beam.Flatten()
+             | "GroupEdges" >> beam.GroupByKey()
+             | "PickEdge" >> beam.FlatMap(pick_edge))
+    article_keys = get("articles") | "ArticleKeys" >> beam.Map(lambda kv: (key(kv[0]), None))
+    edges = ({"edge": edges, "article": article_keys}
+             | "JoinEdgesArticles" >> beam.CoGroupByKey()
+             | "DropArticleEdges" >> beam.FlatMap(drop_edges_of_articles))
+    finals = edges | "ResolveRedirects" >> ResolveRedirects()
+
+    values = (
+        get("articles") | "TagArticles" >> beam.Map(
+            lambda kv: (key(kv[0]), (ARTICLE, kv[0], kv[1]))),
+        get("descriptions") | "TagDescriptions" >> beam.Map(
+            lambda kv: (key(kv[0]), (DESCRIPTION, kv[0], kv[1]))),
+        get("mentions") | "TagMentions" >> beam.Map(
+            lambda kv: (key(kv[0]), (MENTION, kv[0], kv[1]))),
+        get("titles") | "TagTitles" >> beam.Map(lambda t: (key(t), (LISTED, t, None))),
+    ) | "AllValues" >> beam.Flatten()
+    resolved = ({"value": values, "redirect": finals}
+                | "JoinValuesRedirects" >> beam.CoGroupByKey()
+                | "ResolveValues" >> beam.FlatMap(resolve_value))
+    aliases = finals | "Aliases" >> beam.FlatMap(
+        lambda kv: [(kv[1][1], (ALIAS, kv[1][0], None))] if kv[1][1] is not None else [])
+    not_entities = (resolved
+                    | "Tags" >> beam.Map(lambda kv: (kv[0], kv[1][0]))
+                    | "TagsByKey" >> beam.GroupByKey()
+                    | "KeyFlags" >> beam.FlatMap(key_flags)
+                    | "ByBaseKey" >> beam.GroupByKey()
+                    | "DisambiguationBySiblings" >> beam.FlatMap(disambiguation_by_siblings))
+    built = ((resolved, aliases, not_entities)
+             | "KeyedEverything" >> beam.Flatten()
+             | "GroupByEntityKey" >> beam.GroupByKey()
+             | "BuildEntities" >> beam.ParDo(BuildEntityFn()).with_outputs(
+                 BuildEntityFn.MENTION, BuildEntityFn.REDIRECT, main="entity"))
+    return {"entities": built["entity"], "mentions": built[BuildEntityFn.MENTION],
+            "redirects": built[BuildEntityFn.REDIRECT]}
+
+
+def parse_list_line(line: str, parse, counter: str, source: str):
+  """Parses one line of a title or redirect list with `parse` (parsers.title_lists); a bad
+  line is logged with its file and dropped, counted ('<counter>_invalid'), a read one counted
+  ('<counter>_read')."""
+  try:
+    parsed = parse(line)
+  except ValueError as e:
+    logging.warning("Skipped a line of %s: %s", source, e)
+    _count(f"{counter}_invalid")
+    return
+  if parsed is not None:
+    _count(f"{counter}_read")
+    yield parsed

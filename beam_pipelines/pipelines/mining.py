@@ -1,0 +1,294 @@
+"""The hard negative mining graph: mine with the current exported model (paper section 4.3).
+
+Gillick et al. (2019): encode the training mentions and all entities with the current model,
+take each mention's 10 nearest entities, and keep every entity ranked above the gold one as a
+negative pair; training then continues with the softmax task plus a logistic task on these pairs.
+Each round's new pairs are added to the earlier rounds' (deduplicated by (mention, entity)).
+
+The mention encoder SavedModel runs inside the Beam workers (DoFn.setup loads it), so the
+featurizer is the exported graph itself; entities are searched in an index built from the same
+export (export.encode_entities), checked by its model fingerprint. On a big KB point
+`index_dir` at a ScaNN AH+tree index; workers load it once each.
+
+`build_pipeline` adds the graph to a pipeline; `run` runs one round and publishes
+OUTPUT_DIR/hard_negatives-SSSSS-of-NNNNN.tfrecord (dense_entity.kb.schema pair records, all
+rounds so far), stats.json and, written last, MANIFEST.json. The command line is
+beam_pipelines.mine_hard_negatives.
+"""
+
+import json
+import os
+import re
+import shutil
+import unicodedata
+import uuid
+from typing import Dict, List, Optional, Sequence
+
+import apache_beam as beam
+from apache_beam.metrics.metric import Metrics, MetricsFilter
+import tensorflow as tf
+
+from beam_pipelines.pipelines import beam_io
+from dense_entity.common import fileio
+from dense_entity.kb import schema
+from dense_entity.kb.titles import resolve_redirect
+
+DEFAULT_K = 10
+_NAMESPACE = "mine_hard_negatives"
+
+
+def spelling_key(title: str) -> str:
+  """A key shared by titles that differ only in spelling (likely one entity, two pages).
+
+  Case-folded, accents removed (NFKD without combining marks), every non-alphanumeric run
+  dropped, and a final 's' of each word removed: 'Aqueous solutions', 'Aqueous solution' and
+  'Gōzō Shioda' / 'Gozo Shioda' share a key. Used so that a title which in the full Wikipedia
+  is a redirect to the gold entity (plural, case or accent variant) but whose redirect page is
+  not in the dump is not trained on as a negative of that gold entity.
+  """
+  t = unicodedata.normalize("NFKD", title.casefold())
+  t = "".join(c for c in t if not unicodedata.combining(c))
+  words = re.findall(r"[^\W_]+", t)
+  return " ".join(w[:-1] if len(w) > 3 and w.endswith("s") else w for w in words)
+
+
+def select_hard_negatives(ranked: Sequence[str], gold: str,
+                          redirects: Optional[Dict[str, str]] = None,
+                          skipped: Optional[Dict[str, int]] = None) -> List[str]:
+  """The paper's rule: every entity ranked above the gold one is a hard negative.
+
+  Args:
+    ranked: the k nearest entity titles, best first.
+    gold: the gold entity title.
+    redirects: optional redirect map; titles that resolve to the gold entity are never
+      negatives.
+    skipped: optional counter dict; `skipped["spelling_variant_of_gold"]` is incremented for
+      each title ranked above the gold that is left out because it has the gold's
+      `spelling_key` (the same entity under another spelling, e.g. a plural, whose redirect
+      page is missing from the dump).
+
+  Returns:
+    The titles ranked above the gold entity (all k when the gold is not among them), without
+    the gold itself (after redirect resolution), without spelling variants of the gold, and
+    without repeats. Gold ranked first gives [].
+  """
+  redirects = redirects or {}
+  resolve = lambda t: resolve_redirect(t, redirects) or t
+  gold = resolve(gold)
+  gold_key = spelling_key(gold)
+  negatives, seen = [], set()
+  for title in ranked:
+    resolved = resolve(title)
+    if resolved == gold:
+      break
+    if resolved in seen:
+      continue
+    seen.add(resolved)
+    if spelling_key(resolved) == gold_key:
+      if skipped is not None:
+        skipped["spelling_variant_of_gold"] = skipped.get("spelling_variant_of_gold", 0) + 1
+      continue
+    negatives.append(resolved)
+  return negatives
+
+
+def _bytes(values):
+  return tf.train.Feature(bytes_list=tf.train.BytesList(
+      value=[v.encode("utf-8") for v in values]))
+
+
+def _int(value):
+  return tf.train.Feature(int64_list=tf.train.Int64List(value=[value]))
+
+
+def _strings(example: tf.train.Example, name: str) -> List[str]:
+  return [v.decode("utf-8") for v in example.features.feature[name].bytes_list.value]
+
+
+def parse_mention(serialized: bytes) -> Dict[str, str]:
+  ex = tf.train.Example.FromString(serialized)
+  out = {n: (_strings(ex, n) or [""])[0]
+         for n in schema.MENTION_FEATURES + (schema.ENTITY_TITLE, schema.MENTION_ID)}
+  return out
+
+
+def parse_entity(serialized: bytes):
+  ex = tf.train.Example.FromString(serialized)
+  return ((_strings(ex, schema.ENTITY_TITLE) or [""])[0],
+          ((_strings(ex, schema.ENTITY_TEXT) or [""])[0],
+           _strings(ex, schema.ENTITY_CATEGORIES)))
+
+
+class MineFn(beam.DoFn):
+  """Batches of mentions -> (negative title, (mention, round)) for each hard negative."""
+
+  def __init__(self, export_dir: str, index_dir: str, index_kind: str, k: int, round_: int,
+               redirects_path: Optional[str]):
+    super().__init__()
+    self._export_dir, self._index_dir, self._index_kind = export_dir, index_dir, index_kind
+    self._k, self._round, self._redirects_path = k, round_, redirects_path
+    self._mined = Metrics.counter(_NAMESPACE, "mentions_mined")
+    self._top1 = Metrics.counter(_NAMESPACE, "gold_ranked_first")
+    self._absent = Metrics.counter(_NAMESPACE, "gold_not_in_top_k")
+    self._pairs = Metrics.counter(_NAMESPACE, "negative_pairs_found")
+    self._variants = Metrics.counter(_NAMESPACE, "skipped_spelling_variant_of_gold")
+
+  def setup(self):
+    # Imported here: workers import the package when they start, not when the graph is built.
+    from dense_entity.retrieval import index_builder  # pylint: disable=g-import-not-at-top
+    from dense_entity.retrieval import index as index_lib  # pylint: disable=g-import-not-at-top
+    from dense_entity.serving import savedmodel  # pylint: disable=g-import-not-at-top
+    manifest = savedmodel.read_manifest(self._export_dir)
+    self._encoder = savedmodel.load_encoder(
+        os.path.join(self._export_dir, savedmodel.MENTION_ENCODER_DIR))
+    self._index = index_lib.EntityIndex.load(
+        os.path.join(self._index_dir, self._index_kind),
+        expected_model_fingerprint=manifest["model_fingerprint"],
+        expected_dim=manifest["encoding_dim"])
+    self._titles = index_builder.read_titles(
+        os.path.join(self._index_dir, index_lib.TITLES_FILENAME))
+    self._redirects = {}
+    if self._redirects_path and os.path.exists(self._redirects_path):
+      with open(self._redirects_path, encoding="utf-8") as f:
+        for line in f:
+          parts = line.rstrip("\n").split("\t")
+          if len(parts) == 2:
+            self._redirects[parts[0]] = parts[1]
+
+  def process(self, batch):
+    encodings = self._encoder({n: [m[n] for m in batch] for n in schema.MENTION_FEATURES})
+    ids, _ = self._index.search(encodings, self._k)
+    for mention, row in zip(batch, ids):
+      ranked = [self._titles[i] for i in row]
+      gold = mention[schema.ENTITY_TITLE]
+      self._mined.inc()
+      if ranked and ranked[0] == gold:
+        self._top1.inc()
+      elif gold not in ranked:
+        self._absent.inc()
+      skipped = {}
+      for title in select_hard_negatives(ranked, gold, self._redirects, skipped):
+        self._pairs.inc()
+        yield title, (mention, self._round)
+      if skipped:
+        self._variants.inc(skipped["spelling_variant_of_gold"])
+
+
+def pair_example(mention: Dict[str, str], title: str, text: str, categories: List[str],
+                 round_: int) -> tf.train.Example:
+  feats = {n: _bytes([mention[n]]) for n in schema.MENTION_FEATURES}
+  feats.update({
+      schema.ENTITY_TITLE: _bytes([title]), schema.ENTITY_TEXT: _bytes([text]),
+      schema.ENTITY_CATEGORIES: _bytes(categories),
+      schema.GOLD_ENTITY: _bytes([mention[schema.ENTITY_TITLE]]),
+      schema.MENTION_ID: _bytes([mention[schema.MENTION_ID]]),
+      schema.PAIR_LABEL: _int(0), schema.MINING_ROUND: _int(round_)})
+  return tf.train.Example(features=tf.train.Features(feature=feats))
+
+
+def _join(element):
+  title, grouped = element
+  entities = list(grouped["entity"])
+  if not entities:
+    Metrics.counter(_NAMESPACE, "negatives_dropped_entity_not_in_kb").inc(
+        len(list(grouped["negative"])))
+    return
+  text, categories = entities[0]
+  for mention, round_ in grouped["negative"]:
+    ex = pair_example(mention, title, text, categories, round_)
+    yield f"{mention[schema.MENTION_ID]}\t{title}", (round_, ex.SerializeToString())
+
+
+def _previous_key(serialized: bytes):
+  ex = tf.train.Example.FromString(serialized)
+  key = f"{_strings(ex, schema.MENTION_ID)[0]}\t{_strings(ex, schema.ENTITY_TITLE)[0]}"
+  round_ = ex.features.feature[schema.MINING_ROUND].int64_list.value[0]
+  return key, (round_, serialized)
+
+
+def _earliest(element):
+  key, versions = element
+  versions = sorted(versions)
+  if len(versions) > 1:
+    Metrics.counter(_NAMESPACE, "pairs_already_mined").inc()
+  return key, versions[0][1]
+
+
+def build_pipeline(pipeline, export_dir: str, index_dir: str, extract_dir: str, staging: str,
+                   round_: int, previous_dir: Optional[str] = None,
+                   index_kind: str = "brute_force", k: int = DEFAULT_K, batch_size: int = 512):
+  """Composes the mining pipeline; writes pair shards with prefix `staging/hard_negatives`."""
+  from dense_entity.kb import records  # pylint: disable=g-import-not-at-top
+  mention_files = records.record_files(extract_dir, schema.TRAIN_MENTIONS_PREFIX)
+  entity_files = records.record_files(extract_dir, schema.ENTITIES_PREFIX)
+  mentions = (pipeline
+              | "MentionFiles" >> beam.Create(mention_files)
+              | "ReadMentions" >> beam.io.ReadAllFromTFRecord()
+              | "ParseMentions" >> beam.Map(parse_mention)
+              | "Batch" >> beam.BatchElements(min_batch_size=batch_size,
+                                              max_batch_size=batch_size))
+  negatives = mentions | "Mine" >> beam.ParDo(MineFn(
+      export_dir, index_dir, index_kind, k, round_,
+      os.path.join(extract_dir, schema.REDIRECTS_FILE)))
+  entities = (pipeline
+              | "EntityFiles" >> beam.Create(entity_files)
+              | "ReadEntities" >> beam.io.ReadAllFromTFRecord()
+              | "ParseEntities" >> beam.Map(parse_entity))
+  new_pairs = ({"negative": negatives, "entity": entities}
+               | "JoinEntities" >> beam.CoGroupByKey()
+               | "PairExamples" >> beam.FlatMap(_join))
+  sources = [new_pairs]
+  if previous_dir:
+    previous_files = sorted(tf.io.gfile.glob(
+        os.path.join(previous_dir, schema.NEGATIVES_PREFIX + "-*")))
+    if previous_files:
+      sources.append(pipeline
+                     | "PreviousFiles" >> beam.Create(previous_files)
+                     | "ReadPrevious" >> beam.io.ReadAllFromTFRecord()
+                     | "KeyPrevious" >> beam.Map(_previous_key))
+  records = (sources | "AllRounds" >> beam.Flatten()
+             | "GroupPairs" >> beam.GroupByKey()
+             | "Deduplicate" >> beam.Map(_earliest))
+  records | "Write" >> beam_io.WriteShardedTFRecords(
+      os.path.join(staging, schema.NEGATIVES_PREFIX))
+
+
+def run(export_dir: str, index_dir: str, extract_dir: str, output_dir: str, round_: int,
+        previous_dir: Optional[str] = None, index_kind: str = "brute_force",
+        k: int = DEFAULT_K, pipeline_options=None) -> Dict[str, int]:
+  """Runs one mining round; publishes `output_dir` atomically (MANIFEST.json last).
+
+  Returns:
+    The counters: mentions_mined, gold_ranked_first, gold_not_in_top_k, negative_pairs_found,
+    pairs (all rounds, deduplicated), ...
+  """
+  output_dir = os.path.abspath(output_dir)
+  parent = os.path.dirname(output_dir)
+  os.makedirs(parent, exist_ok=True)
+  staging = os.path.join(parent, f".staging-{os.path.basename(output_dir)}-{uuid.uuid4().hex[:8]}")
+  os.makedirs(staging)
+  try:
+    options = pipeline_options or beam_io.default_pipeline_options([])
+    pipeline = beam.Pipeline(options=options)
+    build_pipeline(pipeline, export_dir, index_dir, extract_dir, staging, round_, previous_dir,
+                   index_kind, k)
+    result = pipeline.run()
+    result.wait_until_finish()
+    stats = {c.key.metric.name: int(c.committed if c.committed is not None else c.attempted)
+             for c in result.metrics().query(MetricsFilter().with_namespace(_NAMESPACE))[
+                 "counters"]}
+    pairs = 0
+    for path in tf.io.gfile.glob(os.path.join(staging, schema.NEGATIVES_PREFIX + "-*")):
+      pairs += sum(1 for _ in tf.data.TFRecordDataset(path))
+    stats["pairs"] = pairs
+    stats["round"] = round_
+    with open(os.path.join(staging, "stats.json"), "w") as f:
+      json.dump(stats, f, indent=2, sort_keys=True)
+    with open(os.path.join(staging, schema.MANIFEST_FILE), "w") as f:
+      json.dump({"round": round_, "pairs": pairs, "export_dir": os.path.abspath(export_dir),
+                 "previous_dir": previous_dir, "k": k}, f, indent=2, sort_keys=True)
+    fileio.replace_directory(staging, output_dir)
+  except BaseException:
+    shutil.rmtree(staging, ignore_errors=True)
+    raise
+  return stats

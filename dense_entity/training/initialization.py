@@ -1,0 +1,79 @@
+"""Data that initialises a new model's weights before its first step.
+
+- read_glove: pre-trained GloVe vectors (Pennington et al. 2014) for the unigram rows of the
+  shared embedding table (GloVe initialisation, paper section 4.1);
+- document_frequencies: for each unigram row, the number of entities whose text holds it, from
+  which the lexical context-description channel (layers.ContextMatchEncoder, not in the paper)
+  takes its IDF weights. The checkpoint keeps those weights, so a resumed run and the export use
+  the same ones.
+"""
+
+import gzip
+from typing import List, Tuple
+
+import numpy as np
+import tensorflow as tf
+
+from dense_entity.kb import records
+from dense_entity.kb import schema
+
+
+def read_glove(path: str, max_words: int = 0) -> Tuple[List[str], np.ndarray]:
+  """Reads a GloVe text file (`word v1 ... vd` per line, plain or .gz).
+
+  Args:
+    path: the file.
+    max_words: keep the first `max_words` words (GloVe files are sorted by frequency); 0: all.
+
+  Returns:
+    (words, vectors float32 `[words, d]`); repeated words keep their first vector.
+
+  Raises:
+    ValueError: naming the file and line when a line has the wrong number of values.
+  """
+  opener = gzip.open if path.endswith(".gz") else open
+  words, vectors, seen, dim = [], [], set(), None
+  with opener(path, "rt", encoding="utf-8") as f:
+    for line_no, line in enumerate(f, 1):
+      parts = line.rstrip("\n").rstrip().split(" ")
+      if dim is None:
+        dim = len(parts) - 1
+      if len(parts) - 1 != dim or dim < 1:
+        raise ValueError(f"{path}:{line_no}: expected a word and {dim} values, "
+                         f"got {len(parts)} fields")
+      if parts[0] in seen or not parts[0]:
+        continue
+      seen.add(parts[0])
+      words.append(parts[0])
+      vectors.append(np.asarray(parts[1:], dtype=np.float32))
+      if max_words and len(words) >= max_words:
+        break
+  if not words:
+    raise ValueError(f"{path}: no vectors")
+  return words, np.stack(vectors)
+
+
+def document_frequencies(text_featurizer, entity_files: List[str],
+                         batch_size: int = 1024) -> Tuple[np.ndarray, int]:
+  """Counts, for each unigram row of the shared table, the entities whose text holds it.
+
+  Args:
+    text_featurizer: the model's featurizer.TextFeaturizer (row ids as the model sees them).
+    entity_files: entity TFRecord shards (extraction output).
+    batch_size: entities featurized per batch.
+
+  Returns:
+    (df int64 `[num_rows]`, number of entities counted). An entity's text is its title and
+    first paragraph, as the entity tower's lexical channel reads it (models.EntityEncoder).
+  """
+  rows = text_featurizer.num_rows
+  df = np.zeros(rows, np.int64)
+  num_texts = 0
+  for batch in records.entity_dataset(entity_files, batch_size):
+    texts = tf.strings.join([batch[schema.ENTITY_TITLE], batch[schema.ENTITY_TEXT]], " ")
+    ids = text_featurizer(texts)[0]
+    num_texts += int(tf.math.count_nonzero(ids.row_lengths()))
+    # One count per (entity, row) pair, however often the word occurs in the text.
+    pairs = np.unique(ids.value_rowids().numpy() * rows + ids.flat_values.numpy())
+    df += np.bincount(pairs % rows, minlength=rows)
+  return df, num_texts

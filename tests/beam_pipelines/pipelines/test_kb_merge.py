@@ -1,0 +1,182 @@
+"""The KB merge (beam_pipelines.pipelines.kb_merge) on small hand-written sources, and the
+extraction with real title and redirect lists."""
+
+import gzip
+import itertools
+import json
+import os
+import pickle
+
+import apache_beam as beam
+from apache_beam.testing import test_pipeline
+import pytest
+import tensorflow as tf
+
+from beam_pipelines.dumps import samples
+from beam_pipelines.pipelines import extraction
+from beam_pipelines.pipelines import kb_merge
+from dense_entity.kb import schema
+from tests import testutil
+
+
+def _mention(mention_id, span, page="Source page"):
+  return (mention_id, page, span, "left", "right", "x [MASK] y")
+
+
+def _merge(sources, tmp_path):
+  """Runs MergeKnowledgeBase on in-memory sources; returns its outputs as lists."""
+  with test_pipeline.TestPipeline() as p:
+    inputs = {name: p | f"Create_{name}" >> beam.Create(values)
+              for name, values in sources.items()}
+    merged = inputs | kb_merge.MergeKnowledgeBase()
+    for name in ("entities", "mentions", "redirects"):
+      _ = (merged[name]
+           | f"Pickle_{name}" >> beam.Map(lambda x: pickle.dumps(x).hex())
+           | f"Write_{name}" >> beam.io.WriteToText(str(tmp_path / name),
+                                                    shard_name_template=""))
+  out = {}
+  for name in ("entities", "mentions", "redirects"):
+    with open(tmp_path / name, encoding="utf-8") as f:
+      out[name] = [pickle.loads(bytes.fromhex(line.strip())) for line in f if line.strip()]
+  return out
+
+
+def _entities(out):
+  return {e.title: e for e in out["entities"]}
+
+
+def test_one_entity_per_key_with_the_dump_spelling_and_list_aliases(tmp_path):
+  out = _merge({
+      "articles": [("Jürgen Klinsmann", (7, "Jürgen Klinsmann is a footballer.", ("Players",)))],
+      "titles": ["Jurgen klinsmann", "Persian language", "Farsi", "Parsi"],
+      "title_redirects": [("Farsi", "Persian language"), ("Parsi", "Farsi")],  # a chain
+      "mentions": [("Farsi", _mention("1:0", "Farsi")),
+                   ("JURGEN KLINSMANN", _mention("1:1", "Klinsmann"))],
+  }, tmp_path)
+  entities = _entities(out)
+  assert sorted(entities) == ["Jürgen Klinsmann", "Persian language"]
+  klinsmann = entities["Jürgen Klinsmann"]
+  assert klinsmann.sources == ("page", "link_target", "title_list")
+  assert klinsmann.text == "Jürgen Klinsmann is a footballer."
+  persian = entities["Persian language"]
+  assert persian.aliases == ("Farsi", "Parsi") and persian.sources == ("link_target",
+                                                                       "title_list")
+  assert sorted((m[0], e.title) for m, e in out["mentions"]) == [
+      ("1:0", "Persian language"), ("1:1", "Jürgen Klinsmann")]
+  assert sorted(out["redirects"]) == [("Farsi", "Persian language"),
+                                      ("Parsi", "Persian language")]
+
+
+def test_redirect_loops_conflicts_and_articles(tmp_path):
+  out = _merge({
+      "articles": [("AIDS", (1, "AIDS is a disease.", ())), ("Zug", (2, "Zug is a town.", ()))],
+      # The dump's redirect wins over the list's for the same source key; an article is never
+      # a redirect; a loop is dropped.
+      "redirects": [("Zoug", "Zug")],
+      "title_redirects": [("Zoug", "Zug (disambiguation)"), ("Aids", "Hiv/aids"),
+                          ("Loop a", "Loop b"), ("Loop b", "Loop a")],
+      "titles": ["Loop a", "Loop b", "Hiv/aids"],
+      "mentions": [("Loop a", _mention("2:0", "loop")), ("Zoug", _mention("2:1", "Zoug"))],
+  }, tmp_path)
+  entities = _entities(out)
+  assert sorted(entities) == ["AIDS", "Hiv/aids", "Zug"]
+  assert entities["Zug"].aliases == ("Zoug",)
+  assert entities["AIDS"].aliases == ()  # 'Aids' is the article's own key, not a redirect
+  assert [(m[0], e.title) for m, e in out["mentions"]] == [("2:1", "Zug")]
+
+
+def test_disambiguation_like_title_only_entries_are_not_entities(tmp_path):
+  out = _merge({
+      # 'Georgia': only listed, with qualified siblings and no 'Georgia (disambiguation)'.
+      # 'Paris': only listed, with a sibling and 'Paris (disambiguation)': the primary topic.
+      # 'Afp': only listed, and the anchor text 'AFP' links to another entity.
+      # 'Zug': only listed, no siblings, no anchors: kept.
+      "titles": ["Georgia", "Paris", "Afp", "Zug", "Paris (disambiguation)"],
+      "mentions": [("Georgia (country)", _mention("3:0", "Georgia")),
+                   ("Georgia (U.S. state)", _mention("3:1", "the state")),
+                   ("Paris (mythology)", _mention("3:2", "Paris")),
+                   ("Agence France-Presse", _mention("3:3", "AFP")),
+                   ("Animal (disambiguation)", _mention("3:4", "animal"))],
+  }, tmp_path)
+  entities = _entities(out)
+  assert sorted(entities) == ["Agence France-Presse", "Georgia (U.S. state)",
+                              "Georgia (country)", "Paris", "Paris (mythology)", "Zug"]
+  # Links to a disambiguation page are not training mentions.
+  assert sorted(m[0] for m, _ in out["mentions"]) == ["3:0", "3:1", "3:2", "3:3"]
+
+
+def test_title_list_parsing_reports_bad_lines():
+  from beam_pipelines.parsers import title_lists  # pylint: disable=g-import-not-at-top
+  assert title_lists.parse_title_line("jurgen_klinsmann\n") == "Jurgen klinsmann"
+  assert title_lists.parse_title_line("page_title") is None  # Wikimedia's header line
+  assert title_lists.parse_title_line("  \n") is None
+  with pytest.raises(ValueError, match="redirect list"):
+    title_lists.parse_title_line("farsi\tpersian_language")
+  assert title_lists.parse_redirect_line("farsi\tpersian_language") == ("Farsi",
+                                                                        "Persian language")
+  with pytest.raises(ValueError, match="1 field"):
+    title_lists.parse_redirect_line("farsi persian_language")
+  with pytest.raises(ValueError, match="normalizes to nothing"):
+    title_lists.parse_redirect_line("farsi\t_")
+
+
+@pytest.fixture(scope="module")
+def full_kb_sample(tmp_path_factory):
+  """The first 3,000 titles and redirects of the real all-Wikipedia lists (gz and plain), the
+  gensim dump sample, and the extraction of them all."""
+  root = tmp_path_factory.mktemp("lists")
+  kb = testutil.shared_data("kb")
+  with gzip.open(os.path.join(kb, "enwiki-titles-lowercase.txt.gz"), "rt",
+                 encoding="utf-8") as f:
+    listed = list(itertools.islice(f, 3000))
+  with gzip.open(os.path.join(kb, "enwiki-redirects-lowercase.tsv.gz"), "rt",
+                 encoding="utf-8") as f:
+    redirects = list(itertools.islice(f, 3000))
+  with gzip.open(root / "titles.txt.gz", "wt", encoding="utf-8") as f:
+    f.write("page_title\n" + "".join(listed) + "a\tb\n")  # header and one bad line
+  with open(root / "redirects.tsv", "w", encoding="utf-8") as f:
+    f.write("".join(redirects))
+  out = str(root / "extract")
+  stats = extraction.run([samples.gensim_sample_path()], out, heldout_fraction=0.1,
+                         title_lists=[str(root / "titles.txt.gz")],
+                         redirect_lists=[str(root / "redirects.tsv")])
+  return out, stats, listed, redirects
+
+
+def _read_entities(extract_dir):
+  entities = {}
+  for path in tf.io.gfile.glob(os.path.join(extract_dir, schema.ENTITIES_PREFIX + "-*")):
+    for record in tf.data.TFRecordDataset(path):
+      f = tf.train.Example.FromString(record.numpy()).features.feature
+      values = lambda name: [v.decode() for v in f[name].bytes_list.value]
+      entities[values(schema.ENTITY_TITLE)[0]] = (values(schema.ENTITY_SOURCE),
+                                                  values(schema.ENTITY_ALIASES))
+  return entities
+
+
+def test_extraction_with_real_title_and_redirect_lists(full_kb_sample):
+  out, stats, listed, redirects = full_kb_sample
+  entities = _read_entities(out)
+  assert stats["titles_listed_read"] == 3000 and stats["titles_listed_invalid"] == 1
+  assert stats["title_list_redirects_read"] == 3000
+  title_only = [t for t, (sources, _) in entities.items() if sources == ["title_list"]]
+  assert stats["entities_source_title_list"] >= len(title_only) > 2000
+  # Every listed title is an entity, a redirect, a disambiguation-like entry or merged into
+  # the dump's entity with the same key; the counters account for each.
+  from dense_entity.kb import titles  # pylint: disable=g-import-not-at-top
+  listed_keys = {titles.match_key(t.rstrip("\n")) for t in listed}
+  entity_keys = {titles.match_key(t) for t in entities}
+  redirect_keys = {titles.match_key(r.split("\t")[0]) for r in redirects}
+  dropped = sum(v for k, v in stats.items() if k.startswith("not_entities_title_list_"))
+  unexplained = listed_keys - entity_keys - redirect_keys
+  assert len(unexplained) <= dropped + stats.get("titles_listed_dropped_other_namespace", 0)
+  # Redirects of the list are aliases (never entities) and resolve in redirects.tsv.
+  assert not redirect_keys & entity_keys - {titles.match_key(t) for t, (s, _) in
+                                             entities.items() if "page" in s}
+  with open(os.path.join(out, schema.REDIRECTS_FILE), encoding="utf-8") as f:
+    rows = [line.rstrip("\n").split("\t") for line in f]
+  assert rows and all(target in entities for _, target in rows)
+  with open(os.path.join(out, schema.MANIFEST_FILE), encoding="utf-8") as f:
+    manifest = json.load(f)
+  assert manifest["counts"]["entities"] == len(entities)
+  assert manifest["title_lists"] and manifest["redirect_lists"]

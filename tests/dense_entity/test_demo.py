@@ -1,0 +1,90 @@
+"""The demo's stage list and resume rules, on a fake trainer (the full run: test_end_to_end)."""
+
+import json
+import os
+import types
+
+from dense_entity import demo
+from dense_entity.common.workspace import Workspace
+
+
+def _variable(value: int):
+  return types.SimpleNamespace(numpy=lambda: value)
+
+
+def _trainer(step: int, mining_round: int = 0):
+  """Stands in for training.trainer.Trainer: its step and mining round variables."""
+  return types.SimpleNamespace(step=_variable(step), mining_round=_variable(mining_round))
+
+
+def _state(tmp_path, step, recorded, mining_round=0):
+  return demo.DemoState(Workspace(str(tmp_path)), recorded=recorded,
+                        trainer=_trainer(step, mining_round), round0_steps=200)
+
+
+def test_rounds_brute_force_and_no_datasets_but_the_last():
+  rounds = [demo.Round.make(r, 2, 100, ("brute_force", "ah"), ["aida:k.tsv"]) for r in range(3)]
+  assert [[type(s).__name__ for s in r.stages] for r in rounds] == [
+      ["ExportAndIndex", "Evaluate"]] + [["MineAndTrain", "ExportAndIndex", "Evaluate"]] * 2
+  assert [r.stages[-2].kinds for r in rounds] == [("brute_force",)] * 2 + [("brute_force", "ah")]
+  assert [r.stages[-1].datasets for r in rounds] == [(), (), ["aida:k.tsv"]]
+  assert [r.last for r in rounds] == [False, False, True]
+  ws = Workspace("WS")
+  assert rounds[2].stages[0].inputs(ws) == ["WS/model", "WS/extract", "WS/negatives/round_1"]
+  assert "WS/negatives/round_2" in rounds[2].outputs(ws)
+
+
+def _kept(round_, state) -> bool:
+  round_.begin(state)
+  return round_.is_done(state)
+
+
+def test_a_round_is_kept_when_recorded_at_its_step_and_the_checkpoint_is_there(tmp_path):
+  round_1 = demo.Round.make(1, 2, 100, ("brute_force",), ())
+  recorded = {1: {"round": 1, "step": 300, "recall@1": 0.5}}
+  assert _kept(round_1, _state(tmp_path, 300, recorded))
+  assert _kept(round_1, _state(tmp_path, 400, recorded))
+  assert not _kept(round_1, _state(tmp_path, 299, recorded))  # killed inside the round
+  assert not _kept(round_1, _state(tmp_path, 300, {1: {"round": 1, "step": 250}}))
+  assert not _kept(round_1, _state(tmp_path, 300, {}))
+  # The last round is always redone.
+  last = demo.Round.make(2, 2, 100, ("brute_force",), ())
+  assert not _kept(last, _state(tmp_path, 400, {2: {"round": 2, "step": 400}}))
+
+
+def test_mined_negatives_are_reused_only_when_the_checkpoint_trains_on_them(tmp_path):
+  stage = demo.MineAndTrain(1, 2, 100)
+  assert not stage.negatives_reusable(_state(tmp_path, 250, {}, mining_round=1))
+  out = os.path.join(str(tmp_path), "negatives", "round_1")
+  os.makedirs(out)
+  with open(os.path.join(out, "MANIFEST.json"), "w") as f:
+    json.dump({"pairs": 3}, f)
+  assert stage.negatives_reusable(_state(tmp_path, 250, {}, mining_round=1))
+  assert not stage.negatives_reusable(_state(tmp_path, 250, {}, mining_round=0))
+
+
+def test_run_stages_keeps_done_stages_and_times_the_others(tmp_path, capsys):
+  ran = []
+
+  class Step(demo.Stage):
+
+    def __init__(self, name, done):
+      self.title, self.timing, self.done = name, "steps", done
+
+    def is_done(self, state):
+      return self.done
+
+    def keep(self, state):
+      ran.append(f"kept {self.title}")
+
+    def run(self, state):
+      ran.append(self.title)
+
+    def summary(self, state, seconds):
+      return f"   {self.title} done"
+
+  state = _state(tmp_path, 0, {})
+  demo.run_stages([Step("a", False), Step("b", True), Step("c", False)], state)
+  assert ran == ["a", "kept b", "c"]
+  assert capsys.readouterr().out == "\n== a\n   a done\n\n== c\n   c done\n"
+  assert list(state.timings) == ["steps"]

@@ -1,0 +1,41 @@
+"""GloVe reading and the entity-text document frequencies behind the lexical channel's IDF."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from dense_entity.kb import records
+from dense_entity.kb import schema
+from dense_entity.modeling import featurizer
+from dense_entity.training import initialization
+from tests import testutil
+
+
+def test_read_glove_rejects_ragged_lines(tmp_path):
+  path = tmp_path / "glove.txt"
+  path.write_text("the 0.1 0.2\nriver 0.3\n")
+  with pytest.raises(ValueError, match="glove.txt:2"):
+    initialization.read_glove(str(path))
+  path.write_text("the 0.1 0.2\nriver 0.3 0.4\nthe 9 9\n")
+  words, vectors = initialization.read_glove(str(path))
+  assert words == ["the", "river"] and vectors.shape == (2, 2)
+
+
+def test_document_frequencies_count_each_entity_once_per_word(tmp_path):
+  extract = str(tmp_path / "extract")
+  titles = testutil.write_tiny_extraction(extract)
+  # Vocabulary rows 0-3 are these words, so no hash bucket collision can change their counts.
+  text_featurizer = featurizer.TextFeaturizer(num_buckets=64,
+                                              vocabulary=["norland", "river", "zug", "fish"])
+  df, num_entities = initialization.document_frequencies(
+      text_featurizer, records.record_files(extract, schema.ENTITIES_PREFIX), batch_size=4)
+  assert num_entities == len(titles) == 6  # every entity has a title, even without a text
+  assert df.shape == (4 + 64,) and df.dtype == np.int64
+  # 'norland': in Ore River's text and twice in Norland's title + text (counted once);
+  # 'river': three times in Ore River's title + text; 'zug': Zug; 'fish': only in a mention.
+  assert df[:4].tolist() == [2, 1, 1, 0]
+  assert df.sum() == sum(
+      len(set(text_featurizer(tf.constant([t]))[0].numpy()[0]))
+      for t in ["Ore River The Ore River is a river in Norland.",
+                "Port Alder Port Alder is a harbor town.", "Birch Cove ", "Lake Ore ",
+                "Norland Norland is a country.", "Zug Zug is a town in Switzerland."])
