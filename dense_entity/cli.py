@@ -91,7 +91,8 @@ def _tradeoff(args):
   kinds = [k.strip() for k in args.kinds.split(",") if k.strip()]
   report = tradeoff.measure_tradeoff(args.workspace, kinds, k=args.k,
                                      max_mentions=args.max_mentions,
-                                     single_queries=args.single_queries, repeats=args.repeats)
+                                     single_queries=args.single_queries, repeats=args.repeats,
+                                     dataset_specs=args.dataset)
   print(tradeoff.format_table(report))
   print(f"report: {os.path.join(args.workspace, tradeoff.REPORT_FILE)}")
   return 0
@@ -168,6 +169,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="mentions timed one at a time (0: all)")
   tradeoff.add_argument("--repeats", type=int, default=3,
                         help="batched searches timed (the fastest counts)")
+  tradeoff.add_argument("--dataset", action="append", default=[],
+                        help="evaluation set FORMAT:PATH whose recall each index also reports")
   tradeoff.set_defaults(fn=_tradeoff)
   return parser
 

@@ -5,12 +5,15 @@ Usage:
       --output_dir=WS/index [--kinds=brute_force,ah,ah_tree]
 
 Writes WS/index/entity_encodings.npy, entity_titles.txt, one index directory per kind and
-indexes.json (dense_entity.retrieval.entity_encodings.encode_and_index).
+indexes.json (dense_entity.retrieval.entity_encodings.encode_and_index), with a progress bar
+(entities/s). A killed run resumes with the shards it had encoded.
 """
 
 from absl import app
 from absl import flags
+from tqdm import tqdm
 
+from dense_entity.kb import records
 from dense_entity.retrieval import entity_encodings
 
 FLAGS = flags.FLAGS
@@ -26,9 +29,14 @@ def define_flags():
 
 def main(argv):
   del argv
-  summary = entity_encodings.encode_and_index(FLAGS.export_dir, FLAGS.extract_dir,
-                                              FLAGS.output_dir, FLAGS.kinds)
-  print(summary)
+  total = records.require_extraction(FLAGS.extract_dir).get("counts", {}).get("entities")
+  with tqdm(total=total, unit="entity", desc="encoding", smoothing=0.1) as bar:
+    summary = entity_encodings.encode_and_index(FLAGS.export_dir, FLAGS.extract_dir,
+                                                FLAGS.output_dir, FLAGS.kinds,
+                                                progress=bar.update)
+  for kind, info in summary["indexes"].items():
+    print(f"{kind}: built as {info['effective_kind']} in {info['build_seconds']:.1f} s, "
+          f"{info['index_bytes']} bytes -> {info['path']}")
 
 
 if __name__ == "__main__":

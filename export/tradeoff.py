@@ -44,7 +44,8 @@ def main(argv):
   del argv
   kinds = [kind.strip() for kind in FLAGS.kinds.split(",") if kind.strip()]
   report = tradeoff.measure_tradeoff(FLAGS.workspace, kinds, FLAGS.k, FLAGS.max_mentions,
-                                     FLAGS.single_queries, FLAGS.repeats)
+                                     FLAGS.single_queries, FLAGS.repeats,
+                                     dataset_specs=FLAGS.dataset)
   print(tradeoff.format_table(report))
   print(f"report: {os.path.join(FLAGS.workspace, tradeoff.REPORT_FILE)}")
 
@@ -58,7 +59,9 @@ def define_flags():
       (flags.DEFINE_integer, "k", 100, "Neighbours per search."),
       (flags.DEFINE_integer, "max_mentions", 0, "Held-out mentions used (0: all)."),
       (flags.DEFINE_integer, "single_queries", 1000, "Mentions timed one at a time (0: all)."),
-      (flags.DEFINE_integer, "repeats", 3, "Batched searches timed (the fastest counts).")):
+      (flags.DEFINE_integer, "repeats", 3, "Batched searches timed (the fastest counts)."),
+      (flags.DEFINE_multi_string, "dataset", [], "FORMAT:PATH of an evaluation set whose "
+       "recall each index also reports (as dense_entity.evaluate --dataset).")):
     define(name, default, help_text)
   flags.mark_flags_as_required(["workspace"])
 

@@ -2,10 +2,16 @@
 
 Gillick et al. (2019), section 5.1 and Table 2:
 - AT-Prior: an alias table built from Wikipedia anchor texts; a mention retrieves the entities
-  its text was linked to, ranked by the prior P(e|m) = count(m, e) / count(m), top 100.
+  its text was linked to, ranked by the prior P(e|m) = count(m, e) / count(m), top 100. Only
+  training anchors count, as in the paper.
 - AT-Ext: the alias table extended with the unigram and bigram aliases of the mention: when the
   full mention text misses (or gives few candidates), its word n-grams are looked up too.
-- BM25: lexical retrieval of entity titles with the mention text as the query.
+- BM25: lexical retrieval of entity titles with the mention text as the query; with the KB's
+  redirects, their titles are documents of their target entities too (all Wikipedia titles).
+Not in the paper, as built in common practice (e.g. REL, spaCy's KB):
+- AT-Prior+TR: AT-Prior with every KB title and redirect title added as an alias of its entity
+  (count 1 each, looked up case- and accent-insensitively), so entities that no training anchor
+  names can be retrieved by their names.
 
 All three return `[(title, score)]` lists, best first, ties broken by title, so results are
 deterministic; evaluation scores them with `metrics.score_rankings` on exactly the same mentions
@@ -19,10 +25,10 @@ from typing import Dict, Iterable, List, Mapping, Optional, Tuple
 import bm25s
 import numpy as np
 
-from dense_entity.kb.titles import alias_key, normalize_title, resolve_redirect
+from dense_entity.kb.titles import alias_key, fold_text, normalize_title, resolve_redirect
 
-# Count given to a redirect title as an alias of its target (added to any anchor counts).
-REDIRECT_ALIAS_COUNT = 1
+# Count given to a title or redirect title as an alias of its entity (AT-Prior+TR).
+TITLE_ALIAS_COUNT = 1
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 
@@ -65,16 +71,15 @@ class AliasTable:
   @classmethod
   def from_tsv(cls, alias_counts_path: str,
                redirects_path: Optional[str] = None) -> "AliasTable":
-    """Loads the alias counts written by extraction, plus redirects as aliases.
+    """Loads the alias counts written by extraction (training anchors only, paper 5.1).
 
     Args:
       alias_counts_path: `alias_counts.tsv`, one `alias_key \\t entity title \\t count` line per
         (alias, entity) pair, counted over training anchors only. Entity titles are normalized
         and resolved through the redirects here too. Blank lines are skipped.
-      redirects_path: optional `redirects.tsv`, `redirect title \\t resolved target` lines. Each
-        redirect title becomes an alias of its (resolved) target with count
-        `REDIRECT_ALIAS_COUNT` = 1, added to the anchor counts of that pair. Redirects that loop
-        are skipped.
+      redirects_path: optional `redirects.tsv`, `redirect title \\t resolved target` lines,
+        used to resolve the entity titles (not as aliases: see TitleAliases). Entities whose
+        redirects loop are skipped.
 
     Returns:
       The table.
@@ -108,8 +113,6 @@ class AliasTable:
           raise ValueError(f"{where}: expected 3 tab-separated fields (alias, entity, count), "
                            f"got {len(fields)}")
         add(fields[0], fields[1], _parse_count(fields[2], where), where)
-    for redirect, target in redirects.items():
-      add(redirect, target, REDIRECT_ALIAS_COUNT, f"{redirects_path}")
     return cls(counts)
 
   def __len__(self) -> int:
@@ -183,6 +186,70 @@ class AliasTable:
     return result
 
 
+class TitleAliases:
+  """Every KB title and redirect title as an alias of its entity (for AT-Prior+TR).
+
+  Keys are `titles.fold_text` of the title (case- and accent-insensitive, so the folded titles
+  of a Wikipedia-wide title list match mention spans with accents). Memory: one dict entry
+  per distinct key (5.9M for all of English Wikipedia).
+
+  Args:
+    kb_titles: the KB's entity titles.
+    redirects: redirect title -> entity title (redirects to titles outside the KB are skipped).
+  """
+
+  def __init__(self, kb_titles: Iterable[str], redirects: Mapping[str, str]):
+    kb = kb_titles if isinstance(kb_titles, (set, frozenset)) else set(kb_titles)
+    table: Dict[str, object] = {}
+
+    def add(alias: str, title: str) -> None:
+      key = fold_text(alias)
+      old = table.get(key)
+      if old is None:
+        table[key] = title
+      elif isinstance(old, str):
+        if old != title:
+          table[key] = (old, title)
+      elif title not in old:
+        table[key] = old + (title,)
+
+    for title in sorted(kb):
+      add(title, title)
+    for redirect in sorted(redirects):
+      target = redirects[redirect]
+      if target in kb:
+        add(redirect, target)
+    self._table = table
+
+  def __len__(self) -> int:
+    return len(self._table)
+
+  def entities(self, mention_text: str) -> Tuple[str, ...]:
+    """The entities whose title or a redirect title folds to the mention text's key."""
+    found = self._table.get(fold_text(mention_text), ())
+    return (found,) if isinstance(found, str) else found
+
+
+def at_prior_tr(alias_table: AliasTable, title_aliases: TitleAliases, mention_text: str,
+                k: int = 100) -> List[Tuple[str, float]]:
+  """AT-Prior+TR: anchor counts plus TITLE_ALIAS_COUNT for every entity the mention text names
+  by title or redirect; ranked by the resulting prior, ties by title.
+
+  Returns:
+    `[(title, P(e|m))]`, at most k; [] when the text is neither an anchor nor a title.
+  """
+  if k <= 0:
+    return []
+  counts = alias_table.counts(mention_text)
+  for title in title_aliases.entities(mention_text):
+    counts[title] = counts.get(title, 0) + TITLE_ALIAS_COUNT
+  if not counts:
+    return []
+  total = sum(counts.values())
+  ranked = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+  return [(title, count / total) for title, count in ranked[:k]]
+
+
 def load_redirects(path: str) -> Dict[str, str]:
   """Reads `redirects.tsv` (`redirect title \\t resolved target` per line) into a dict.
 
@@ -228,52 +295,66 @@ class BM25Index:
   term in half or more of the titles still scores > 0 for the titles containing it; tf
   saturation k1 = 1.5 and length normalization b = 0.75 (bm25s defaults). Degenerate corpora are
   handled without dividing by zero: titles without any token can never match, and a corpus with
-  no token at all returns [] for every query.
+  no token at all returns [] for every query. With `aliases`, each redirect title is one more
+  document of its entity (all Wikipedia titles, as the issue of a Wikipedia-wide KB asks), and
+  an entity is returned once, with its best document's score.
   """
 
-  def __init__(self, entity_titles: Iterable[str], k1: float = 1.5, b: float = 0.75):
+  def __init__(self, entity_titles: Iterable[str], k1: float = 1.5, b: float = 0.75,
+               aliases: Optional[Mapping[str, str]] = None):
     """Indexes the titles.
 
     Args:
       entity_titles: entity titles (ids); duplicates are indexed once.
       k1: BM25 term-frequency saturation.
       b: BM25 length normalization in [0, 1].
+      aliases: optional redirect title -> entity title; redirects to titles outside
+        `entity_titles` are skipped.
     """
     self._titles: List[str] = list(dict.fromkeys(entity_titles))
+    entity_of = {t: i for i, t in enumerate(self._titles)}
+    documents = list(self._titles)
+    doc_entity = list(range(len(self._titles)))
+    for alias, target in sorted((aliases or {}).items()):
+      if target in entity_of and alias not in entity_of:
+        documents.append(alias)
+        doc_entity.append(entity_of[target])
+    self._doc_entity = np.asarray(doc_entity, dtype=np.int64)
     # Rank of each title in sorted order, to break score ties by title with numpy.
     order = sorted(range(len(self._titles)), key=self._titles.__getitem__)
     self._title_rank = np.empty(len(self._titles), dtype=np.int64)
     self._title_rank[order] = np.arange(len(self._titles))
-    corpus = [tokenize(title) for title in self._titles]
+    corpus = [tokenize(doc) for doc in documents]
     self._retriever: Optional[bm25s.BM25] = None
     if any(corpus):
       self._retriever = bm25s.BM25(method="lucene", k1=k1, b=b)
       self._retriever.index(corpus, show_progress=False)
 
   def __len__(self) -> int:
-    """Number of indexed titles."""
-    return len(self._titles)
+    """Number of indexed documents (titles and redirect titles)."""
+    return len(self._doc_entity)
 
   def scores(self, query: str) -> np.ndarray:
-    """BM25 score of every indexed title for `query`, `[num_titles]` float32 (0 = no match)."""
+    """BM25 score of every indexed document for `query`, `[num_documents]` float32 (0 = no
+    match); documents 0..num_titles-1 are the entity titles, in order."""
     if self._retriever is None:
-      return np.zeros(len(self._titles), dtype=np.float32)
+      return np.zeros(len(self._doc_entity), dtype=np.float32)
     ids = self._retriever.get_tokens_ids([t for t in tokenize(query) if t])
     if not ids:
-      return np.zeros(len(self._titles), dtype=np.float32)
+      return np.zeros(len(self._doc_entity), dtype=np.float32)
     return np.asarray(self._retriever.get_scores_from_ids(ids), dtype=np.float32)
 
   def search(self, query: str, k: int = 100) -> List[Tuple[str, float]]:
-    """Returns the top-k titles for the query (a mention's text), by BM25 score.
+    """Returns the top-k entities for the query (a mention's text), by BM25 score.
 
     Args:
       query: the query text; tokenized like the titles.
       k: number of results at most (>= 0).
 
     Returns:
-      `[(title, score)]`, score descending, ties broken by title ascending; only titles with a
-      score > 0 (a title sharing no token with the query is not returned). [] for an empty
-      query, a query with no indexed token, or a corpus without tokens.
+      `[(title, score)]`, score descending, ties broken by title ascending, each entity once
+      (its best document); only documents with a score > 0. [] for an empty query, a query
+      with no indexed token, or a corpus without tokens.
     """
     if k <= 0:
       return []
@@ -281,11 +362,18 @@ class BM25Index:
     candidates = np.flatnonzero(scores > 0)
     if candidates.size == 0:
       return []
+    # Best score per entity.
+    entities = self._doc_entity[candidates]
+    best = np.full(len(self._titles), -np.inf, dtype=np.float32)
+    np.maximum.at(best, entities, scores[candidates])
+    candidates = np.unique(entities)
+    entity_scores = best[candidates]
     if candidates.size > k:
-      # Keep every title scoring at least the k-th best score, so ties at the cut are broken
+      # Keep every entity scoring at least the k-th best score, so ties at the cut are broken
       # by title below rather than by array position.
-      kth = np.partition(scores[candidates], candidates.size - k)[candidates.size - k]
-      candidates = candidates[scores[candidates] >= kth]
-    order = np.lexsort((self._title_rank[candidates], -scores[candidates]))
+      kth = np.partition(entity_scores, candidates.size - k)[candidates.size - k]
+      keep = entity_scores >= kth
+      candidates, entity_scores = candidates[keep], entity_scores[keep]
+    order = np.lexsort((self._title_rank[candidates], -entity_scores))
     top = candidates[order[:k]]
-    return [(self._titles[i], float(scores[i])) for i in top]
+    return [(self._titles[i], float(best[i])) for i in top]

@@ -492,3 +492,9 @@ def load(spec: str) -> List[EvalMention]:
     raise ValueError(f"dataset spec {spec!r}: unknown format {fmt!r}; expected one of "
                      f"{sorted(LOADERS)}")
   return LOADERS[fmt](path)
+
+
+def name_of(spec: str) -> str:
+  """The report name of a 'FORMAT:PATH' dataset: the file (or directory) name without its
+  extension ('jsonl:eval/aida/aida_testa.jsonl' -> 'aida_testa')."""
+  return os.path.splitext(os.path.basename(spec.split(":", 1)[-1].rstrip("/")))[0]

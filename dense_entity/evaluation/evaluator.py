@@ -2,9 +2,11 @@
 
 Systems (paper Table 2): DEER (mention encoder + nearest-neighbour search over the pre-encoded
 KB), AT-Prior (alias table P(e|m) from training anchors, top 100), AT-Ext (plus unigram and
-bigram aliases of the mention) and BM25 over entity titles. Every system ranks up to 100
-entities for every mention; scoring (dense_entity.metrics) normalizes and redirect-resolves gold
-and predictions alike and reports in-KB and overall recall with counts.
+bigram aliases of the mention) and BM25 over entity titles and redirect titles; and, not in
+the paper, AT-Prior+TR (AT-Prior with the KB's titles and redirects as aliases too). Every
+system ranks up to 100 entities for every mention; scoring (evaluation.metrics with the KB's
+kb.titles.TitleResolver) resolves gold and predictions alike, through redirects and the KB's
+case- and accent-insensitive matching key, and reports in-KB and overall recall with counts.
 
 `python -m dense_entity.evaluate --workspace=WS [--dataset=aida:PATH ...]` runs
 `evaluate_workspace`.
@@ -32,6 +34,7 @@ from dense_entity.evaluation import reports
 from dense_entity.evaluation.reports import KS, SYSTEMS
 from dense_entity.kb import records
 from dense_entity.kb import schema
+from dense_entity.kb import titles as titles_lib
 from dense_entity.retrieval import index as index_lib
 from dense_entity.retrieval import index_builder
 from dense_entity.serving import savedmodel
@@ -58,7 +61,8 @@ def read_heldout_mentions(extract_dir: str, max_mentions: int = 0) -> List[dict]
 
 
 class Retrievers:
-  """The four systems over one KB, each mapping mention features to ranked titles."""
+  """The systems (reports.SYSTEMS) over one KB, each mapping mention features to ranked
+  titles."""
 
   def __init__(self, ws: Workspace, index_kind: str = "brute_force"):
     manifest = savedmodel.read_manifest(ws.export)
@@ -73,8 +77,12 @@ class Retrievers:
     self.redirects = baselines.load_redirects(redirects_path)
     self.alias_table = baselines.AliasTable.from_tsv(
         os.path.join(ws.extract, schema.ALIAS_COUNTS_FILE), redirects_path)
-    self.bm25 = baselines.BM25Index(self.titles)
     self.kb_titles = set(self.titles)
+    self.title_aliases = baselines.TitleAliases(self.kb_titles, self.redirects)
+    self.bm25 = baselines.BM25Index(self.titles, aliases=self.redirects)
+    # Gold and predicted titles resolve to KB entities through redirects and the KB's
+    # case- and accent-insensitive matching key (kb.titles.TitleResolver).
+    self.resolver = titles_lib.TitleResolver(self.kb_titles, self.redirects)
 
   def deer(self, features: Sequence[Dict[str, str]], k: int = TOP_K):
     """Returns (titles [mentions][k], scores [mentions][k]) from nearest-neighbour search."""
@@ -90,6 +98,9 @@ class Retrievers:
         "DEER": self.deer(features)[0],
         "AT-Prior": [[t for t, _ in self.alias_table.at_prior(s, TOP_K)] for s in spans],
         "AT-Ext": [[t for t, _ in self.alias_table.at_ext(s, TOP_K)] for s in spans],
+        "AT-Prior+TR": [[t for t, _ in baselines.at_prior_tr(self.alias_table,
+                                                             self.title_aliases, s, TOP_K)]
+                        for s in spans],
         "BM25": [[t for t, _ in self.bm25.search(s, TOP_K)] for s in spans],
     }
 
@@ -102,10 +113,10 @@ def evaluate_mentions(retrievers: Retrievers, features: Sequence[Dict[str, str]]
   section = {"systems": {}, "recall_curves": {}}
   for name in SYSTEMS:
     scored = metrics.score_rankings(rankings[name], gold, retrievers.kb_titles,
-                                    retrievers.redirects, KS)
+                                    retrievers.resolver, KS)
     section["systems"][name] = scored
     section["recall_curves"][name] = metrics.recall_curve(
-        rankings[name], gold, retrievers.kb_titles, retrievers.redirects, TOP_K)
+        rankings[name], gold, retrievers.kb_titles, retrievers.resolver, TOP_K)
   counts = section["systems"]["DEER"]
   section.update({k: counts[k] for k in ("num_mentions", "num_in_kb",
                                          "num_gold_missing_from_kb", "num_nil",
@@ -138,8 +149,8 @@ def split_by_training_gold(gold, rankings, retrievers, extract_dir) -> dict:
   zero-shot retrieval apart from disambiguation among entities trained on. Gold titles are
   resolved as in scoring (metrics.resolve_title); unresolvable ones count as unseen.
   """
-  seen_titles = training_entities(extract_dir, retrievers.redirects)
-  is_seen = [metrics.resolve_title(g, retrievers.redirects) in seen_titles for g in gold]
+  seen_titles = training_entities(extract_dir, retrievers.resolver)
+  is_seen = [metrics.resolve_title(g, retrievers.resolver) in seen_titles for g in gold]
   return {part: _score_subset([i for i, s in enumerate(is_seen) if s == (part == "seen")],
                               gold, rankings, retrievers)
           for part in ("seen", "unseen")}
@@ -149,7 +160,7 @@ def _score_subset(keep: Sequence[int], gold, rankings, retrievers) -> dict:
   """{system: metrics.score_rankings} of every system on the mentions at indices `keep`."""
   subset_gold = [gold[i] for i in keep]
   return {name: metrics.score_rankings([ranked[i] for i in keep], subset_gold,
-                                       retrievers.kb_titles, retrievers.redirects, KS)
+                                       retrievers.kb_titles, retrievers.resolver, KS)
           for name, ranked in rankings.items()}
 
 
@@ -166,7 +177,7 @@ def split_ambiguous_spans(features, gold, rankings, retrievers) -> dict:
     {"num_mentions": n, "systems": {system: metrics.score_rankings(...)}} with the SYSTEMS and
     "DEER (no context)".
   """
-  resolve = lambda t: metrics.resolve_title(t, retrievers.redirects)
+  resolve = lambda t: metrics.resolve_title(t, retrievers.resolver)
   keep = []
   for i, (f, g) in enumerate(zip(features, gold)):
     candidates = {resolve(t) for t in retrievers.alias_table.counts(f[schema.MENTION_SPAN])}
@@ -178,7 +189,7 @@ def split_ambiguous_spans(features, gold, rankings, retrievers) -> dict:
   systems = _score_subset(keep, gold, rankings, retrievers)
   systems["DEER (no context)"] = metrics.score_rankings(
       retrievers.deer(blank)[0], [gold[i] for i in keep], retrievers.kb_titles,
-      retrievers.redirects, KS)
+      retrievers.resolver, KS)
   return {"num_mentions": len(keep), "systems": systems}
 
 
@@ -197,7 +208,7 @@ def evaluate_workspace(root: str, dataset_specs: Sequence[str] = (), max_mention
   sections = {"heldout": (heldout, [m[schema.ENTITY_TITLE] for m in heldout])}
   for spec in dataset_specs:
     mentions = datasets_lib.load(spec)
-    name = os.path.splitext(os.path.basename(spec.split(":", 1)[1].rstrip("/")))[0]
+    name = datasets_lib.name_of(spec)
     sections[name] = (datasets_lib.all_features(mentions), [m.gold for m in mentions])
   misses = []
   for name, (features, gold) in sections.items():
@@ -230,10 +241,10 @@ def _deer_misses(dataset, features, gold, rankings, retrievers) -> List[dict]:
   """In-KB mentions whose gold entity DEER did not rank first (for error analysis)."""
   out = []
   for f, g, ranking in zip(features, gold, rankings):
-    resolved = metrics.resolve_title(g, retrievers.redirects)
+    resolved = metrics.resolve_title(g, retrievers.resolver)
     if resolved is None or resolved not in retrievers.kb_titles:
       continue
-    top = [metrics.resolve_title(t, retrievers.redirects) for t in ranking]
+    top = [metrics.resolve_title(t, retrievers.resolver) for t in ranking]
     if top and top[0] == resolved:
       continue
     rank = top.index(resolved) + 1 if resolved in top else None

@@ -6,7 +6,9 @@ top k retrieved entities (R@1 is accuracy; R@100 measures candidate generation).
 
 1. Gold and predicted titles pass through the same function, `resolve_title` (normalize as
    MediaWiki does, then follow the KB's redirects), so 'Silver_Owls', 'Owls (band)' and
-   'The Silver Owls' compare equal when the redirects say so.
+   'The Silver Owls' compare equal when the redirects say so. Given a `titles.TitleResolver`
+   instead of a redirect map, titles that differ from a KB title or redirect only in case or
+   accents resolve to it too (the KB's matching key).
 2. Mentions are partitioned, never dropped silently:
    - NIL: gold is a NIL label ('--NME--', 'NIL', '') -- reported apart, not scored;
    - unresolvable: the gold title normalizes to '' or its redirect chain loops or is too long;
@@ -21,25 +23,31 @@ de-duplicated keeping the first occurrence (a redirect and its target are one en
 unresolvable predictions are skipped; the gold rank is its position in that de-duplicated list.
 """
 
-from typing import Dict, List, Mapping, Optional, Sequence, Set, Tuple
+from typing import Dict, List, Mapping, Optional, Sequence, Set, Tuple, Union
 
-from dense_entity.kb.titles import normalize_title, resolve_redirect
+from dense_entity.kb.titles import TitleResolver, normalize_title, resolve_redirect
+
+# A redirect map (normalized redirect title -> target) or a KB's TitleResolver.
+Redirects = Union[Mapping[str, str], TitleResolver]
 
 DEFAULT_KS = (1, 10, 100)
 DEFAULT_NIL_LABELS = ("--NME--", "NIL", "")
 
 
-def resolve_title(raw_title: str, redirects: Mapping[str, str]) -> Optional[str]:
+def resolve_title(raw_title: str, redirects: Redirects) -> Optional[str]:
   """Normalizes a raw title and follows redirects: resolve_redirect(normalize_title(raw)).
 
   Args:
     raw_title: a title as found in a dataset or a ranking, e.g. 'Silver_Owls', 'Tabby%27s_star'.
-    redirects: normalized redirect title -> normalized target title (one hop each).
+    redirects: normalized redirect title -> normalized target title (one hop each); or a
+      `titles.TitleResolver`, which also matches case and accent variants of KB titles.
 
   Returns:
     The normalized title of the page the chain ends at, or None when the title normalizes to ''
     or the redirect chain loops or exceeds `titles.MAX_REDIRECT_HOPS`.
   """
+  if isinstance(redirects, TitleResolver):
+    return redirects(raw_title)
   title = normalize_title(raw_title)
   if not title:
     return None
@@ -49,15 +57,15 @@ def resolve_title(raw_title: str, redirects: Mapping[str, str]) -> Optional[str]
 class _Resolver:
   """Memoizes `resolve_title` for one scoring call (rankings repeat titles a lot)."""
 
-  def __init__(self, redirects: Mapping[str, str]):
-    self._redirects = redirects
+  def __init__(self, redirects: Redirects):
+    self._resolve = lambda raw: resolve_title(raw, redirects)
     self._cache: Dict[str, Optional[str]] = {}
 
   def __call__(self, raw_title: str) -> Optional[str]:
     try:
       return self._cache[raw_title]
     except KeyError:
-      resolved = resolve_title(raw_title, self._redirects)
+      resolved = self._resolve(raw_title)
       self._cache[raw_title] = resolved
       return resolved
 
@@ -67,7 +75,7 @@ _NIL, _UNRESOLVABLE, _MISSING, _IN_KB = "nil", "unresolvable", "missing", "in_kb
 
 
 def _gold_ranks(rankings: Sequence[Sequence[str]], gold: Sequence[str], kb_titles: Set[str],
-                redirects: Mapping[str, str],
+                redirects: Redirects,
                 nil_labels: Sequence[str]) -> Tuple[List[str], List[Optional[int]]]:
   """Categorizes each mention and finds the 0-based rank of its gold entity.
 
@@ -116,7 +124,7 @@ def _gold_ranks(rankings: Sequence[Sequence[str]], gold: Sequence[str], kb_title
 
 
 def score_rankings(rankings: Sequence[Sequence[str]], gold: Sequence[str], kb_titles: Set[str],
-                   redirects: Mapping[str, str], ks: Sequence[int] = DEFAULT_KS,
+                   redirects: Redirects, ks: Sequence[int] = DEFAULT_KS,
                    nil_labels: Sequence[str] = DEFAULT_NIL_LABELS) -> Dict[str, float]:
   """Scores rankings against gold titles: in-KB and overall recall@k, with counts.
 
@@ -127,7 +135,8 @@ def score_rankings(rankings: Sequence[Sequence[str]], gold: Sequence[str], kb_ti
       are fine (normalized and redirect-resolved here).
     gold: per mention, the raw gold title, `[mentions]`, e.g. 'Silver_Owls' or '--NME--'.
     kb_titles: normalized titles of the KB's entities.
-    redirects: normalized redirect title -> normalized target title (one hop each).
+    redirects: normalized redirect title -> normalized target title (one hop each), or a
+      `titles.TitleResolver` of the KB (then also case- and accent-insensitive).
     ks: cut-offs, positive ints.
     nil_labels: gold values meaning "no entity" (compared to the stripped raw and the
       normalized gold).
@@ -164,7 +173,7 @@ def score_rankings(rankings: Sequence[Sequence[str]], gold: Sequence[str], kb_ti
 
 
 def recall_curve(rankings: Sequence[Sequence[str]], gold: Sequence[str], kb_titles: Set[str],
-                 redirects: Mapping[str, str], max_k: int = 100,
+                 redirects: Redirects, max_k: int = 100,
                  nil_labels: Sequence[str] = DEFAULT_NIL_LABELS) -> List[float]:
   """In-KB recall@k for k = 1..max_k (for a recall@k plot), same rules as `score_rankings`.
 

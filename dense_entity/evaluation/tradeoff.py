@@ -41,9 +41,11 @@ from typing import Dict, List, Optional, Sequence
 import numpy as np
 
 from dense_entity.common.workspace import Workspace
+from dense_entity.evaluation import datasets as datasets_lib
 from dense_entity.evaluation import evaluator
 from dense_entity.evaluation import metrics
 from dense_entity.kb import schema
+from dense_entity.kb import titles as titles_lib
 
 REPORT_FILE = os.path.join("reports", "tradeoff.json")
 KS = (1, 10, 100)
@@ -81,7 +83,8 @@ def _batched_ms(index, queries: np.ndarray, k: int, repeats: int):
 
 def measure_tradeoff(root: str, kinds: Sequence[str] = DEFAULT_KINDS, k: int = 100,
                      max_mentions: int = 0, single_queries: int = 1000,
-                     repeats: int = 3, write: bool = True) -> Dict:
+                     repeats: int = 3, write: bool = True,
+                     dataset_specs: Sequence[str] = ()) -> Dict:
   """Measures time, recall and size of each index of a workspace (paper Table 3).
 
   Args:
@@ -94,6 +97,9 @@ def measure_tradeoff(root: str, kinds: Sequence[str] = DEFAULT_KINDS, k: int = 1
     single_queries: mentions searched one at a time for the single-query timing (0: all).
     repeats: batched searches timed; the fastest counts.
     write: write WS/reports/tradeoff.json.
+    dataset_specs: evaluation sets (FORMAT:PATH, as `dense_entity.evaluate --dataset`) whose
+      in-KB recall@k each index also reports, under "datasets" (their mentions are searched in
+      one batch; the timings are the held-out mentions').
 
   Returns:
     The report (see the module docstring). Times in milliseconds, sizes in bytes, recalls in
@@ -123,6 +129,12 @@ def measure_tradeoff(root: str, kinds: Sequence[str] = DEFAULT_KINDS, k: int = 1
   gold = [m[schema.ENTITY_TITLE] for m in mentions]
   redirects = baselines.load_redirects(os.path.join(ws.extract, schema.REDIRECTS_FILE))
   kb_titles = set(base.titles)
+  resolver = titles_lib.TitleResolver(kb_titles, redirects)
+  datasets = {}
+  for spec in dataset_specs:
+    loaded = datasets_lib.load(spec)
+    datasets[datasets_lib.name_of(spec)] = (base.encode(datasets_lib.all_features(loaded)),
+                                            [m.gold for m in loaded])
 
   start = time.perf_counter()
   queries = base.encode(mentions)
@@ -152,7 +164,13 @@ def measure_tradeoff(root: str, kinds: Sequence[str] = DEFAULT_KINDS, k: int = 1
     if kind == index_lib.BRUTE_FORCE:
       exact_top10 = ids[:, :10]
     rankings: List[List[str]] = [[base.titles[i] for i in row] for row in ids.tolist()]
-    scored = metrics.score_rankings(rankings, gold, kb_titles, redirects, KS)
+    scored = metrics.score_rankings(rankings, gold, kb_titles, resolver, KS)
+    per_dataset = {}
+    for name, (dataset_queries, dataset_gold) in datasets.items():
+      found = index.search(dataset_queries, k)[0] if len(dataset_queries) else []
+      per_dataset[name] = metrics.score_rankings(
+          [[base.titles[i] for i in row] for row in np.asarray(found).tolist()],
+          dataset_gold, kb_titles, resolver, KS)
     report["num_in_kb"] = scored["num_in_kb"]
     report["indexes"][kind] = {
         "effective_kind": index.effective_kind,
@@ -161,6 +179,9 @@ def measure_tradeoff(root: str, kinds: Sequence[str] = DEFAULT_KINDS, k: int = 1
         "single_queries": num_single,
         "batched_ms_per_mention": batched_ms,
         **{f"recall@{kk}": scored[f"recall@{kk}"] for kk in KS},
+        "datasets": {name: {key: value for key, value in d.items()
+                            if key.startswith("recall@") or key == "num_in_kb"}
+                     for name, d in per_dataset.items()},
         "_top10": ids[:, :10],
         "index_bytes": _index_bytes(index_dir),
         "parameters": {} if index.effective_kind == index_lib.BRUTE_FORCE else
@@ -210,6 +231,13 @@ def format_table(report: Dict) -> str:
         f"{e['recall@1']:>7.3f}{e['recall@100']:>7.3f}"
         f"{_fmt(e['exact_agreement@10'], '>8.3f')}"
         f"{e['index_bytes']:>11}")
+  names = list(next(iter(report["indexes"].values())).get("datasets", {}))
+  if names:
+    lines.append(f"{'index':<12}" + "".join(f"{n[:18] + ' R@1/R@100':>30}" for n in names))
+    for kind, e in report["indexes"].items():
+      lines.append(f"{kind:<12}" + "".join(
+          f"{e['datasets'][n]['recall@1']:>23.3f}/{e['datasets'][n]['recall@100']:.3f}"
+          for n in names))
   lines.append("single/batch ms: search time per mention; x: speed-up over brute force; "
                "top10=: share of the exact top-10 returned; R@k: in-KB recall.")
   return "\n".join(lines)

@@ -17,13 +17,17 @@ for 50 entities and for millions. Small indexes fall back, and the manifest reco
 'brute_force'. The requested kind stays in `kind`, the built one is `effective_kind`.
 
 Scores are cosines (paper section 3): non-zero database rows and queries are L2-normalised here.
-Zero-norm database rows (e.g. an entity with no features) cannot be normalised; they are kept as
-zero vectors, so they score exactly 0.0 against every query (never NaN) and rank below every
-entity with a positive cosine; their count is in the manifest. A zero-norm query has no cosine
+Encodings made by this project's towers are used as they are (`normalize_rows=False`, as
+retrieval.entity_encodings builds them): the towers normalise them already, and with the
+lexical channel (modeling.layers.ContextMatchEncoder) an entity whose text has no weighted word
+has norm sqrt(1 - w) < 1 by design; scaling it up to 1 here would rank such entities above the
+score the model trained with. Zero-norm database rows (e.g. an entity with no features) cannot
+be normalised; they are kept as zero vectors, so they score exactly 0.0 against every query
+(never NaN) and rank below every entity with a positive score; their count is in the manifest. A zero-norm query has no cosine
 with anything, so `search` raises ValueError naming its row rather than returning arbitrary ids.
 
 The index stores only integer row ids (row i of the encodings); mapping ids to entity titles is
-the caller's job (`export.build_index` writes `entity_titles.txt` beside the indexes).
+the caller's job (`index_builder.build_indexes` writes `entity_titles.txt` beside the indexes).
 
 On disk (`EntityIndex.save`), a directory holds `index_manifest.json` (format version, kind,
 effective kind, n, dim, parameters, model fingerprint, files with sizes) plus either
@@ -54,6 +58,15 @@ BRUTE_FORCE_FILENAME = "encodings.npy"
 SCANN_DIRNAME = "scann"
 SCANN_ASSETS_FILENAME = "scann_assets.pbtxt"
 SCANN_DATASET_FILENAME = "dataset.npy"
+# The dataset ScaNN keeps for reordering, by reorder dtype (what `serialize` writes).
+REORDER_DATASET_FILENAMES = {"float32": SCANN_DATASET_FILENAME,
+                             "bfloat16": "bfloat16_dataset.npy", "int8": "int8_dataset.npy"}
+REORDER_DTYPES = tuple(REORDER_DATASET_FILENAMES)
+# Brute-force encodings are kept in memory as float32; on disk as float32, or as float16 when
+# they would take more than this many bytes in float32 (loading converts back).
+FLOAT16_STORAGE_BYTES = 1 << 30
+# Above this many float32 bytes the ScaNN reordering dataset is stored as int8 (4x smaller).
+INT8_REORDER_BYTES = 1 << 30
 
 BRUTE_FORCE = "brute_force"
 AH = "ah"
@@ -82,6 +95,8 @@ class IndexConfig:
     dims_per_block: dimensions per AH block (2 in the paper's ScaNN setting).
     anisotropic_quantization_threshold: AH noise-shaping threshold (score-aware loss).
     reorder_num_neighbors: AH candidates re-scored exactly; raised to k at query time.
+    reorder_dtype: precision of the vectors kept for reordering: 'float32' (exact cosines),
+      'bfloat16' or 'int8' (per-dimension scaled, 4x smaller than float32).
   """
   num_neighbors: int = 10
   num_leaves: int = 1
@@ -90,6 +105,7 @@ class IndexConfig:
   dims_per_block: int = 2
   anisotropic_quantization_threshold: float = 0.2
   reorder_num_neighbors: int = 100
+  reorder_dtype: str = "float32"
 
   def clamped(self, n: int) -> "IndexConfig":
     """Returns a copy fitted to `n` entities: num_leaves and training_sample_size <= n,
@@ -110,6 +126,8 @@ class IndexConfig:
         (1 <= self.training_sample_size <= n, f"training_sample_size must be in [1, n={n}]"),
         (self.dims_per_block >= 1, "dims_per_block must be >= 1"),
         (self.reorder_num_neighbors >= 1, "reorder_num_neighbors must be >= 1"),
+        (self.reorder_dtype in REORDER_DTYPES,
+         f"reorder_dtype must be one of {REORDER_DTYPES}"),
     ]
     for ok, message in checks:
       if not ok:
@@ -125,9 +143,11 @@ def derive_config(n: int, dim: int, num_neighbors: int = 10,
   ceil(fraction * num_leaves) and the leaves holding about `min_points_to_search` entities
   (ceil(min_points_to_search * num_leaves / n)), at most num_leaves (so small indexes scan
   every leaf); training_sample_size = min(n, 250,000); AH with 2 dimensions per block and
-  anisotropic threshold 0.2; reorder_num_neighbors = max(4 * num_neighbors, 100), exact
-  reordering. Tuned on GloVe 50-d (benchmarks/ann_benchmark.py): recall@10 >= 0.95 against
-  exact search at 10k and 100k entities.
+  anisotropic threshold 0.2; reorder_num_neighbors = max(4 * num_neighbors, 100); reordering
+  in float32, or int8 when the float32 vectors would exceed INT8_REORDER_BYTES (1 GiB: a KB of
+  all Wikipedia, 4.5M x 192, keeps 0.86 GB of int8 instead of 3.5 GB). Tuned on GloVe 50-d
+  (benchmarks/ann_benchmark.py): recall@10 >= 0.95 against exact search at 10k and 100k
+  entities.
 
   Args:
     n: number of entities (rows of the encodings), >= 1.
@@ -157,7 +177,8 @@ def derive_config(n: int, dim: int, num_neighbors: int = 10,
       training_sample_size=min(n, MAX_TRAINING_SAMPLE_SIZE),
       dims_per_block=2,
       anisotropic_quantization_threshold=0.2,
-      reorder_num_neighbors=max(4 * num_neighbors, 100))
+      reorder_num_neighbors=max(4 * num_neighbors, 100),
+      reorder_dtype="int8" if 4 * n * dim > INT8_REORDER_BYTES else "float32")
 
 
 def _import_scann_pybind():
@@ -174,24 +195,51 @@ def _normalize_rows(x: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
   return (x / safe).astype(np.float32), zero
 
 
-def _check_encodings(encodings: Any) -> Tuple[np.ndarray, int]:
-  """Validates database encodings; returns (float32 [n, d] normalised, zero-norm row count)."""
-  x = np.asarray(encodings)
+def _check_encodings(encodings: Any, normalize: bool = True) -> Tuple[np.ndarray, int]:
+  """Validates database encodings; returns (float32 [n, d], normalised when `normalize`,
+  zero-norm row count).
+
+  Works in blocks of rows, so the peak memory is the float32 result plus one block (a 4.5M x
+  192 float16 input needs 3.5 GB, not three float32 copies).
+  """
+  x = encodings if isinstance(encodings, np.ndarray) else np.asarray(encodings)
   if x.dtype.kind not in "fiu":
     raise TypeError(f"Entity encodings must be real numbers, got dtype {x.dtype}.")
   if x.ndim != 2 or x.shape[0] < 1 or x.shape[1] < 1:
     raise ValueError(f"Entity encodings must have shape [n >= 1, dim >= 1], got {x.shape}.")
-  x = x.astype(np.float32)
-  bad = np.flatnonzero(~np.isfinite(x).all(axis=1))
-  if bad.size:
-    raise ValueError(f"Entity encodings contain NaN/Inf (after casting to float32) in "
-                     f"{bad.size} rows, first rows {bad[:5].tolist()}.")
-  x, zero = _normalize_rows(x)
-  num_zero = int(zero.sum())
+  out = np.empty(x.shape, np.float32)
+  block = max(1, (1 << 22) // x.shape[1])
+  num_zero, bad, first_zero = 0, [], []
+  for start in range(0, x.shape[0], block):
+    chunk = out[start:start + block]
+    chunk[...] = x[start:start + block]
+    finite = np.isfinite(chunk).all(axis=1)
+    if not finite.all():
+      bad.extend((np.flatnonzero(~finite) + start)[:5].tolist())
+      continue
+    if normalize:
+      chunk[...], zero = _normalize_rows(chunk)
+    else:
+      zero = ~chunk.any(axis=1)
+    if zero.any():
+      num_zero += int(zero.sum())
+      first_zero.extend((np.flatnonzero(zero) + start)[:5].tolist())
+  if bad:
+    raise ValueError(f"Entity encodings contain NaN/Inf (after casting to float32), first rows "
+                     f"{bad[:5]}.")
   if num_zero:
     logging.warning("%d of %d entity encodings have zero norm; they score 0.0 against every "
-                    "query (first rows %s).", num_zero, x.shape[0], np.flatnonzero(zero)[:5])
-  return np.ascontiguousarray(x), num_zero
+                    "query (first rows %s).", num_zero, x.shape[0], first_zero[:5])
+  return out, num_zero
+
+
+def _to_float32(x: np.ndarray) -> np.ndarray:
+  """A float32 in-memory copy of x [n, d] (e.g. a float16 memory map), block by block."""
+  out = np.empty(x.shape, np.float32)
+  block = 1 << 18
+  for start in range(0, x.shape[0], block):
+    out[start:start + block] = x[start:start + block]
+  return out
 
 
 def _check_queries(queries: Any, dim: int) -> np.ndarray:
@@ -271,6 +319,7 @@ class EntityIndex:
     config: the IndexConfig (parameters for ScaNN; recorded for brute force too).
     model_fingerprint: fingerprint of the model that produced the encodings.
     num_zero_norm_rows: database rows with zero norm (score 0.0 with every query).
+    rows_normalized: whether build L2-normalised the rows (else they are used as given).
     build_seconds: wall time of build, seconds (None for a loaded index).
     requested_config: the config passed to build when it had to be fitted to n (num_leaves or
       training_sample_size > n), else None.
@@ -280,7 +329,7 @@ class EntityIndex:
                config: IndexConfig, model_fingerprint: str,
                fallback_reason: Optional[str] = None, num_zero_norm_rows: int = 0,
                build_seconds: Optional[float] = None,
-               requested_config: Optional[IndexConfig] = None):
+               requested_config: Optional[IndexConfig] = None, rows_normalized: bool = True):
     self.kind = kind
     self.effective_kind = effective_kind
     self.num_entities = num_entities
@@ -291,12 +340,14 @@ class EntityIndex:
     self.num_zero_norm_rows = num_zero_norm_rows
     self.build_seconds = build_seconds
     self.requested_config = requested_config
+    self.rows_normalized = rows_normalized
 
   # ----------------------------------------------------------------------- building / loading
 
   @classmethod
   def build(cls, encodings: Any, kind: str, model_fingerprint: str,
-            config: Optional[IndexConfig] = None) -> "EntityIndex":
+            config: Optional[IndexConfig] = None,
+            normalize_rows: bool = True) -> "EntityIndex":
     """Builds an index over entity encodings (paper section 5.2).
 
     Args:
@@ -308,6 +359,8 @@ class EntityIndex:
       config: ScaNN parameters; None derives them from n and d (`derive_config`). A config
         with num_leaves or training_sample_size above n is fitted to n (recorded in
         `requested_config` and the manifest's requested_parameters).
+      normalize_rows: L2-normalise non-zero rows; False uses them as given (encodings of
+        the towers, see the module docstring).
 
     Returns:
       A BruteForceIndex or ScannIndex; small indexes fall back (see module docstring), recorded
@@ -324,7 +377,7 @@ class EntityIndex:
     if kind != BRUTE_FORCE:
       _import_scann_pybind()  # Not part of build_seconds.
     start = time.perf_counter()
-    x, num_zero = _check_encodings(encodings)
+    x, num_zero = _check_encodings(encodings, normalize_rows)
     n, d = x.shape
     requested = derive_config(n, d) if config is None else config
     config = requested.clamped(n)
@@ -340,7 +393,8 @@ class EntityIndex:
                 "(16 centres per block)")
     common = dict(kind=kind, num_entities=n, dim=d, config=config,
                   model_fingerprint=model_fingerprint, num_zero_norm_rows=num_zero,
-                  requested_config=None if config == requested else requested)
+                  requested_config=None if config == requested else requested,
+                  rows_normalized=normalize_rows)
     if effective == BRUTE_FORCE:
       index = BruteForceIndex(x, effective_kind=BRUTE_FORCE, fallback_reason=reason, **common)
     else:
@@ -416,18 +470,20 @@ class EntityIndex:
                   fallback_reason=manifest.get("fallback_reason"),
                   num_zero_norm_rows=int(manifest.get("num_zero_norm_rows", 0)),
                   requested_config=(IndexConfig(**manifest["requested_parameters"])
-                                    if manifest.get("requested_parameters") else None))
+                                    if manifest.get("requested_parameters") else None),
+                  rows_normalized=bool(manifest.get("rows_normalized", True)))
     if effective == BRUTE_FORCE:
       path = os.path.join(directory, BRUTE_FORCE_FILENAME)
       if BRUTE_FORCE_FILENAME not in files:
         raise FileNotFoundError(f"Index file {path} is missing (not in {manifest_path}).")
-      x = np.load(path)
-      if x.shape != (n, d) or x.dtype != np.float32:
+      storage = manifest.get("storage_dtype", "float32")
+      x = np.load(path, mmap_mode="r")
+      if x.shape != (n, d) or x.dtype != np.dtype(storage):
         raise ValueError(f"Index file {path} holds {x.dtype}{list(x.shape)}; the manifest says "
-                         f"float32[{n}, {d}].")
-      return BruteForceIndex(x, **common)
+                         f"{storage}[{n}, {d}].")
+      return BruteForceIndex(_to_float32(x), **common)
     scann_dir = os.path.join(directory, SCANN_DIRNAME)
-    ScannIndex.check_assets(scann_dir, n, d, manifest_path)
+    ScannIndex.check_assets(scann_dir, n, d, manifest_path, config.reorder_dtype)
     searcher = _import_scann_pybind().load_searcher(os.path.abspath(scann_dir))
     return ScannIndex(searcher, **common)
 
@@ -482,7 +538,9 @@ class EntityIndex:
         "fallback_reason": self.fallback_reason,
         "num_entities": self.num_entities,
         "dim": self.dim,
-        "distance": "cosine (dot product of L2-normalised vectors)",
+        "distance": ("cosine (dot product of L2-normalised vectors)" if self.rows_normalized
+                     else "dot product of the encodings as given (queries L2-normalised)"),
+        "rows_normalized": self.rows_normalized,
         "parameters": dataclasses.asdict(self.config),
         "requested_parameters": (dataclasses.asdict(self.requested_config)
                                  if self.requested_config else None),
@@ -532,21 +590,35 @@ class BruteForceIndex(EntityIndex):
   """Exact search: scores = queries @ encodings^T, then a partial sort (paper Table 3 baseline).
 
   Returned entities with equal scores are ordered by row id; which of several entities tied
-  at the k-th score is returned is unspecified. Memory: the [n, d] float32 encodings.
+  at the k-th score is returned is unspecified. Memory: the [n, d] float32 encodings (3.5 GB
+  for 4.5M x 192); batched search scores blocks of at most 2^24 query-entity pairs (64 MiB) at
+  a time and keeps each block's top k. On disk the encodings are float32, or float16 above
+  FLOAT16_STORAGE_BYTES (`storage_dtype` in the manifest); scores are always float32 products
+  of the stored values.
   """
 
   def __init__(self, encodings: np.ndarray, **kwargs):
     super().__init__(**kwargs)
     self.encodings = encodings
 
-  def _top_k(self, scores: np.ndarray, k: int) -> Tuple[np.ndarray, np.ndarray]:
-    """Top-k of scores [b, n] -> (ids [b, k], scores [b, k]), by decreasing score then id."""
-    n = scores.shape[-1]
-    if k < n:
-      cand = np.argpartition(scores, n - k, axis=-1)[:, n - k:]
+  @property
+  def storage_dtype(self) -> str:
+    """'float16' when the float32 encodings exceed FLOAT16_STORAGE_BYTES, else 'float32'."""
+    return "float16" if self.encodings.nbytes > FLOAT16_STORAGE_BYTES else "float32"
+
+  def _top_k(self, scores: np.ndarray, k: int,
+             ids: Optional[np.ndarray] = None) -> Tuple[np.ndarray, np.ndarray]:
+    """Top-k of scores [b, m] -> (ids [b, k], scores [b, k]), by decreasing score then id.
+
+    `ids` [b, m] names the entity of each score (default: its column)."""
+    m = scores.shape[-1]
+    if k < m:
+      cand = np.argpartition(scores, m - k, axis=-1)[:, m - k:]
     else:
-      cand = np.broadcast_to(np.arange(n), scores.shape)
+      cand = np.broadcast_to(np.arange(m), scores.shape)
     cand_scores = np.take_along_axis(scores, cand, axis=-1)
+    if ids is not None:
+      cand = np.take_along_axis(ids, cand, axis=-1)
     order = np.lexsort((cand, -cand_scores), axis=-1)
     return np.take_along_axis(cand, order, axis=-1), np.take_along_axis(cand_scores, order, -1)
 
@@ -559,16 +631,42 @@ class BruteForceIndex(EntityIndex):
     return cand[order], cand_scores[order]
 
   def _search_batch(self, q, k):
-    block = max(1, _MAX_SCORES_PER_BLOCK // self.num_entities)
+    n = self.num_entities
+    queries_per_block = max(1, min(q.shape[0], 1024, _MAX_SCORES_PER_BLOCK // n or 1))
+    rows_per_block = max(k, _MAX_SCORES_PER_BLOCK // queries_per_block)
     ids, scores = [], []
-    for start in range(0, q.shape[0], block):
-      i, s = self._top_k(q[start:start + block] @ self.encodings.T, k)
+    for start in range(0, q.shape[0], queries_per_block):
+      block = q[start:start + queries_per_block]
+      if rows_per_block >= n:
+        i, s = self._top_k(block @ self.encodings.T, k)
+      else:  # Each block of entity rows keeps its top k; the final top k is among those.
+        parts = [self._top_k(block @ self.encodings[r:r + rows_per_block].T,
+                             min(k, n - r)) for r in range(0, n, rows_per_block)]
+        cand_ids = np.concatenate(
+            [p_ids + r for p_ids, r in zip((p[0] for p in parts),
+                                           range(0, n, rows_per_block))], axis=1)
+        i, s = self._top_k(np.concatenate([p[1] for p in parts], axis=1), k, cand_ids)
       ids.append(i)
       scores.append(s)
     return np.concatenate(ids), np.concatenate(scores)
 
+  def manifest(self, files: Optional[Dict[str, int]] = None) -> Dict[str, Any]:
+    manifest = super().manifest(files)
+    manifest["storage_dtype"] = self.storage_dtype
+    return manifest
+
   def _write_files(self, directory):
-    np.save(os.path.join(directory, BRUTE_FORCE_FILENAME), self.encodings)
+    path = os.path.join(directory, BRUTE_FORCE_FILENAME)
+    if self.storage_dtype == "float32":
+      np.save(path, self.encodings)
+      return
+    out = np.lib.format.open_memmap(path, mode="w+", dtype=np.float16,
+                                    shape=self.encodings.shape)
+    block = 1 << 18
+    for start in range(0, self.num_entities, block):
+      out[start:start + block] = self.encodings[start:start + block]
+    out.flush()
+    del out
 
 
 class ScannIndex(EntityIndex):
@@ -599,15 +697,46 @@ class ScannIndex(EntityIndex):
         config.dims_per_block,
         anisotropic_quantization_threshold=config.anisotropic_quantization_threshold,
         training_sample_size=config.training_sample_size)
-    return builder.reorder(config.reorder_num_neighbors).build()
+    from scann.scann_ops.py import scann_builder  # pylint: disable=g-import-not-at-top
+    quantize = {"float32": scann_builder.ReorderType.FLOAT32,
+                "bfloat16": scann_builder.ReorderType.BFLOAT16,
+                "int8": scann_builder.ReorderType.INT8}[config.reorder_dtype]
+    return builder.reorder(config.reorder_num_neighbors, quantize=quantize).build()
 
   @staticmethod
-  def check_assets(scann_dir: str, n: int, d: int, manifest_path: str) -> None:
+  def build_tf_searcher(x: np.ndarray, config: IndexConfig) -> Any:
+    """The same AH + tree searcher as `build_searcher`, with ScaNN's TensorFlow ops (for a
+    SavedModel: `serialize_to_module()` gives its state as variables).
+
+    Raises:
+      RuntimeError: ScaNN failed to initialize.
+    """
+    from scann.scann_ops.py import scann_builder  # pylint: disable=g-import-not-at-top
+    from scann.scann_ops.py import scann_ops  # pylint: disable=g-import-not-at-top
+    x = np.ascontiguousarray(x, dtype=np.float32)
+    config = config.clamped(x.shape[0])
+    builder = scann_ops.builder(x, config.num_neighbors, "dot_product").tree(
+        num_leaves=config.num_leaves, num_leaves_to_search=config.num_leaves_to_search,
+        training_sample_size=config.training_sample_size)
+    builder = builder.score_ah(
+        config.dims_per_block,
+        anisotropic_quantization_threshold=config.anisotropic_quantization_threshold,
+        training_sample_size=config.training_sample_size)
+    quantize = {"float32": scann_builder.ReorderType.FLOAT32,
+                "bfloat16": scann_builder.ReorderType.BFLOAT16,
+                "int8": scann_builder.ReorderType.INT8}[config.reorder_dtype]
+    return builder.reorder(config.reorder_num_neighbors, quantize=quantize).build()
+
+  @staticmethod
+  def check_assets(scann_dir: str, n: int, d: int, manifest_path: str,
+                   reorder_dtype: str = "float32") -> None:
     """Checks that ScaNN's assets exist before `load_searcher` (which aborts if they do not).
 
     Raises:
-      FileNotFoundError: scann_assets.pbtxt or an asset it lists is missing (names the path).
-      ValueError: dataset.npy does not hold [n, d].
+      FileNotFoundError: scann_assets.pbtxt, an asset it lists or the reordering dataset of
+        `reorder_dtype` (dataset.npy, bfloat16_dataset.npy or int8_dataset.npy) is missing
+        (names the path).
+      ValueError: the reordering dataset does not hold [n, d].
     """
     assets_path = os.path.join(scann_dir, SCANN_ASSETS_FILENAME)
     if not os.path.isfile(assets_path):
@@ -625,9 +754,10 @@ class ScannIndex(EntityIndex):
       names.add(os.path.basename(path))
       if not os.path.isfile(path):
         raise FileNotFoundError(f"ScaNN asset {path} is missing (listed in {assets_path}).")
-    dataset = os.path.join(scann_dir, SCANN_DATASET_FILENAME)
-    if SCANN_DATASET_FILENAME not in names or not os.path.isfile(dataset):
-      raise FileNotFoundError(f"ScaNN dataset {dataset} is missing: exact reordering needs it "
+    name = REORDER_DATASET_FILENAMES[reorder_dtype]
+    dataset = os.path.join(scann_dir, name)
+    if name not in names or not os.path.isfile(dataset):
+      raise FileNotFoundError(f"ScaNN dataset {dataset} is missing: reordering needs it "
                               f"(index {manifest_path}).")
     shape = _npy_shape(dataset)
     if shape != (n, d):

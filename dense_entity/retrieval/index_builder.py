@@ -34,7 +34,8 @@ def read_titles(path: str) -> list:
 
 def build_indexes(encodings: np.ndarray, titles: Sequence[str], output_dir: str,
                   kinds: Sequence[str], model_fingerprint: str,
-                  config: Optional[index_lib.IndexConfig] = None) -> Dict[str, Any]:
+                  config: Optional[index_lib.IndexConfig] = None,
+                  normalize_rows: bool = True) -> Dict[str, Any]:
   """Builds and saves one index per kind, plus the row-id -> title list (paper section 5.2).
 
   Args:
@@ -44,6 +45,8 @@ def build_indexes(encodings: np.ndarray, titles: Sequence[str], output_dir: str,
     kinds: subset of index.KINDS.
     model_fingerprint: fingerprint of the model that produced the encodings.
     config: ScaNN parameters; None derives them from n and d.
+    normalize_rows: L2-normalise the rows (index.EntityIndex.build); False for encodings of
+      the towers, which are normalised by the model (with the lexical channel, to norm <= 1).
 
   Returns:
     The summary written to output_dir/indexes.json: {"num_entities", "dim",
@@ -80,7 +83,8 @@ def build_indexes(encodings: np.ndarray, titles: Sequence[str], output_dir: str,
       "indexes": {},
   }
   for kind in kinds:
-    index = index_lib.EntityIndex.build(encodings, kind, model_fingerprint, config)
+    index = index_lib.EntityIndex.build(encodings, kind, model_fingerprint, config,
+                                        normalize_rows=normalize_rows)
     path = os.path.join(output_dir, kind)
     manifest = index.save(path, overwrite=True)
     summary["indexes"][kind] = {

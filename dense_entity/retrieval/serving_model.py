@@ -1,12 +1,13 @@
 """One serving SavedModel: raw mention strings in, top-k entity titles and scores out.
 
-Paper section 5.2: a mention is encoded and its nearest entities by cosine are retrieved from
-the pre-encoded KB. This module puts the exported mention encoder, the (L2-normalised) entity
-encodings and the entity titles into one SavedModel, with exact (brute-force) search inside the
-graph, so a serving team loads one directory and needs nothing of this project:
+Paper section 5.2: a mention is encoded and its nearest entities are retrieved from the
+pre-encoded KB. This module puts the exported mention encoder, the entity encodings (as the
+towers made them, see index.py) and the entity titles into one SavedModel, with the search
+inside the graph, so a serving team loads one directory and needs nothing of this project:
 
   import tensorflow as tf
   import tensorflow_text  # registers the text ops of the featurizer; needed before loading
+  from scann.scann_ops.py import scann_ops  # only for a ScaNN serving model (see below)
   serve = tf.saved_model.load("WS/export/serving").signatures["serving_default"]
   out = serve(mention_span=tf.constant(["Phoenix"]),
               mention_left_context=tf.constant([""]),
@@ -16,11 +17,17 @@ graph, so a serving team loads one directory and needs nothing of this project:
   out["scores"]   # float32 [batch, k]: cosines, decreasing along each row
   out["row_ids"]  # int32 [batch, k]: row ids (line numbers of WS/index/entity_titles.txt)
 
-The four inputs are the mention features of `dense_entity.mention_features.mention_features`
-(tf.string [batch] each). The graph is the mention encoder SavedModel's graph followed by
-`l2_normalize`, one matmul against the entity encodings and `tf.math.top_k`: no custom ops
-beyond tensorflow-text's, no ScaNN. Results equal `EntityRetriever` with the brute-force index
-(same titles; equal scores are ordered by row id in both; scores within float32 rounding).
+The four inputs are the mention features of `dense_entity.kb.mention_features`
+(tf.string [batch] each). Two kinds of search (`search`, recorded in the manifest):
+- 'brute_force' (KBs up to index.FLOAT16_STORAGE_BYTES of float32 encodings, 1 GiB): the
+  mention encoder's graph, `l2_normalize`, one matmul against the entity encodings and
+  `tf.math.top_k`; no custom ops beyond tensorflow-text's. Results equal `EntityRetriever`
+  with the brute-force index (same titles; equal scores are ordered by row id in both).
+- 'ah_tree' (larger KBs, e.g. all of Wikipedia: 4.5M x 192 float32 would be a 3.4 GB
+  variable searched by a 3.4 GB read per query): ScaNN's TensorFlow ops, AH + tree with int8
+  reordering (index.derive_config parameters), whose state (int8 vectors, codes, tree) is
+  variables of the SavedModel; the searcher is built from them on the first call (a fraction
+  of a second) and kept. Loading needs ScaNN's ops registered first (the import above).
 
 k is fixed at export time (`--k`, default 100; clamped to the number of entities); take a
 prefix of each row for fewer. The entity encodings ([num_entities, dim] float32) and titles are
@@ -61,37 +68,69 @@ ROW_IDS_KEY = "row_ids"
 OUTPUTS = (TITLES_KEY, SCORES_KEY, ROW_IDS_KEY)
 
 
+BRUTE_FORCE, AH_TREE = "brute_force", "ah_tree"
+
+
 class ServingModule(tf.Module):
-  """Mention features -> top-k entities by exact cosine search, as one tf.function.
+  """Mention features -> top-k entities, as one tf.function (brute force or ScaNN AH+tree).
 
   Args:
     mention_encoder: a loaded mention encoder SavedModel (tf.saved_model.load of
       WS/export/mention_encoder); its variables and lookup tables become part of this module.
-    encodings: float32 `[num_entities, dim]`, L2-normalised rows (zero rows allowed).
+    encodings: float32 `[num_entities, dim]` entity encodings (zero rows allowed).
     titles: `[num_entities]` entity titles; titles[i] is row i of `encodings`.
     k: results per mention, 1 <= k <= num_entities.
+    search: 'brute_force' (the encodings are a variable, exact search) or 'ah_tree' (a ScaNN
+      searcher's state is, built here with `config`).
+    config: ScaNN parameters for 'ah_tree' (default index.derive_config).
   """
 
-  def __init__(self, mention_encoder, encodings: np.ndarray, titles: Sequence[str], k: int):
+  def __init__(self, mention_encoder, encodings: np.ndarray, titles: Sequence[str], k: int,
+               search: str = BRUTE_FORCE, config: Optional[index_lib.IndexConfig] = None):
     super().__init__(name="entity_retrieval")
     self.mention_encoder = mention_encoder
-    self.entity_encodings = tf.Variable(encodings, trainable=False, dtype=tf.float32,
-                                        name="entity_encodings")
     self.entity_titles = tf.Variable(list(titles), trainable=False, dtype=tf.string,
                                      name="entity_titles")
     self.k = k
     encode = mention_encoder.signatures["serving_default"]
     spec = {n: tf.TensorSpec([None], tf.string, name=n) for n in schema.MENTION_FEATURES}
+    if search == BRUTE_FORCE:
+      self.entity_encodings = tf.Variable(encodings, trainable=False, dtype=tf.float32,
+                                          name="entity_encodings")
+
+      def top_k(q):
+        scores = tf.matmul(q, self.entity_encodings, transpose_b=True)  # [batch, entities]
+        # top_k is sorted and puts the lower index first among equal values (as brute force).
+        return tf.math.top_k(scores, k=self.k, sorted=True)
+    elif search == AH_TREE:
+      from scann.scann_ops.py import scann_ops  # pylint: disable=g-import-not-at-top
+      config = config or index_lib.derive_config(*encodings.shape)
+      self.scann_state = index_lib.ScannIndex.build_tf_searcher(
+          encodings, config).serialize_to_module()
+      pre_reorder = max(self.k, config.reorder_num_neighbors)
+
+      def search(q):
+        # Built from the state variables on the first call, then kept by the resource manager.
+        handle = self.scann_state.recreate_handle()
+        row_ids, scores = scann_ops.scann_search_batched(handle, q, self.k, pre_reorder, -1,
+                                                          False)
+        return (tf.reshape(tf.cast(scores, tf.float32), [-1, self.k]),
+                tf.reshape(tf.cast(row_ids, tf.int32), [-1, self.k]))
+
+      def top_k(q):
+        # ScaNN's batched search fails on an empty batch; that one has an empty answer.
+        return tf.cond(tf.shape(q)[0] > 0, lambda: search(q),
+                       lambda: (tf.zeros([0, self.k], tf.float32), tf.zeros([0, self.k], tf.int32)))
+    else:
+      raise ValueError(f"search must be {BRUTE_FORCE!r} or {AH_TREE!r}, got {search!r}")
 
     # One dict argument, so the signature's inputs are named by feature (savedmodel._Encoder).
     @tf.function(input_signature=[spec])
     def serve(features):
       q = encode(**features)[savedmodel.OUTPUT_KEY]
-      # The index normalises queries again too (export.index); an encoding of zero norm stays 0.
+      # The index normalises queries too (index.py); an encoding of zero norm stays 0.
       q = tf.math.l2_normalize(q, axis=-1, epsilon=1e-12)
-      scores = tf.matmul(q, self.entity_encodings, transpose_b=True)  # [batch, num_entities]
-      # top_k is sorted and puts the lower index first among equal values (as brute force).
-      top_scores, row_ids = tf.math.top_k(scores, k=self.k, sorted=True)
+      top_scores, row_ids = top_k(q)
       return {TITLES_KEY: tf.gather(self.entity_titles, row_ids),
               SCORES_KEY: top_scores,
               ROW_IDS_KEY: row_ids}
@@ -114,7 +153,7 @@ def _fingerprint(directory: str) -> str:
 
 
 def _entity_encodings(index_dir: str, fingerprint: str, dim: int):
-  """Returns (normalised encodings [n, dim], description of where they came from).
+  """Returns (encodings [n, dim] as the towers made them, description of where they came from).
 
   Prefers the brute-force index (checked against the model fingerprint and dim); without one,
   reads entity_encodings.npy after checking indexes.json names the same model.
@@ -135,14 +174,15 @@ def _entity_encodings(index_dir: str, fingerprint: str, dim: int):
   if built_from != fingerprint:
     raise ValueError(f"{path} was encoded by model {built_from!r} ({summary_path}), but the "
                      f"export is model {fingerprint!r}; re-encode the entities")
-  index = index_lib.EntityIndex.build(np.load(path), index_lib.BRUTE_FORCE, fingerprint)
+  index = index_lib.EntityIndex.build(np.load(path), index_lib.BRUTE_FORCE, fingerprint,
+                                      normalize_rows=False)
   if index.dim != dim:
     raise ValueError(f"{path} has dim {index.dim}, the export has encoding_dim {dim}")
   return index.encodings, path
 
 
 def export_serving_model(export_dir: str, index_dir: str, output_dir: Optional[str] = None,
-                         k: int = DEFAULT_K) -> Dict:
+                         k: int = DEFAULT_K, search: str = "auto") -> Dict:
   """Writes the serving SavedModel and its manifest, atomically (paper section 5.2).
 
   Args:
@@ -152,6 +192,8 @@ def export_serving_model(export_dir: str, index_dir: str, output_dir: Optional[s
     output_dir: destination; default EXPORT_DIR/serving. Replaced when it exists; a failed
       export leaves the previous one (or nothing) in place.
     k: results per mention, fixed in the graph; clamped to the number of entities.
+    search: 'brute_force', 'ah_tree' or 'auto' (brute force up to
+      index.FLOAT16_STORAGE_BYTES of float32 encodings, AH + tree above).
 
   Returns:
     The manifest written to OUTPUT_DIR/serving_manifest.json.
@@ -173,13 +215,18 @@ def export_serving_model(export_dir: str, index_dir: str, output_dir: Optional[s
     raise ValueError(f"{titles_path} has {len(titles)} titles for {encodings.shape[0]} entity "
                      f"encodings ({source})")
   k = min(int(k), len(titles))
+  if search == "auto":
+    search = AH_TREE if encodings.size * 4 > index_lib.FLOAT16_STORAGE_BYTES else BRUTE_FORCE
+  if search == AH_TREE and len(titles) < index_lib.MIN_TREE_SIZE:
+    raise ValueError(f"{len(titles)} entities are too few for an AH+tree serving model "
+                     f"(at least {index_lib.MIN_TREE_SIZE}); use search='brute_force'")
 
   encoder_path = os.path.join(export_dir, savedmodel.MENTION_ENCODER_DIR)
   if not os.path.isfile(os.path.join(encoder_path, "saved_model.pb")):
     raise FileNotFoundError(f"{encoder_path}: no saved_model.pb (not an exported encoder)")
   # The encoder graph holds tensorflow-text ops; this import registers them.
   import tensorflow_text  # pylint: disable=g-import-not-at-top,unused-import
-  module = ServingModule(tf.saved_model.load(encoder_path), encodings, titles, k)
+  module = ServingModule(tf.saved_model.load(encoder_path), encodings, titles, k, search)
 
   output_dir = os.path.abspath(output_dir or os.path.join(export_dir, SERVING_DIR))
   tmp = f"{output_dir}.tmp-{uuid.uuid4().hex[:8]}"
@@ -195,10 +242,10 @@ def export_serving_model(export_dir: str, index_dir: str, output_dir: Optional[s
         "inputs": list(schema.MENTION_FEATURES),
         "outputs": {TITLES_KEY: "tf.string [batch, k]", SCORES_KEY: "float32 [batch, k]",
                     ROW_IDS_KEY: "int32 [batch, k]"},
-        "search": "brute force (exact cosine), tf.math.top_k",
+        "search": search,
         "entity_source": os.path.abspath(source),
         "titles": os.path.abspath(titles_path),
-        "requires": ["tensorflow", "tensorflow_text"],
+        "requires": ["tensorflow", "tensorflow_text"] + (["scann"] if search == AH_TREE else []),
     }
     with open(os.path.join(tmp, MANIFEST_FILE), "w", encoding="utf-8") as f:
       json.dump(serving_manifest, f, indent=2, sort_keys=True)

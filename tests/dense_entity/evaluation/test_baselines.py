@@ -45,11 +45,28 @@ def test_at_prior_ties_broken_by_title(table):
   assert table.at_prior("ore") == [("Ore (mineral)", 0.5), ("Ore River", 0.5)]
 
 
-def test_redirects_are_aliases_and_resolve_entities(table):
-  # The redirect title alone is an alias of its target (count 1).
-  assert table.at_prior("Owls (band)") == [("The Silver Owls", 1.0)]
-  # The anchor entity 'Silver_Owls' resolves to 'The Silver Owls': 2 anchors + 1 redirect.
-  assert table.counts("silver owls") == {"The Silver Owls": 3}
+def test_at_prior_counts_anchors_only_and_resolves_their_entities(table):
+  # The paper's AT-Prior: a redirect title is no alias (AT-Prior+TR adds those).
+  assert table.at_prior("Owls (band)") == []
+  # The anchor entity 'Silver_Owls' resolves to 'The Silver Owls' through the redirects.
+  assert table.counts("silver owls") == {"The Silver Owls": 2}
+
+
+def test_at_prior_tr_adds_titles_and_redirects_as_aliases(table):
+  kb = ["Port Alder", "Port Alder (ship)", "The Silver Owls", "Jurgen klinsmann", "Alder"]
+  redirects = {"Silver Owls": "The Silver Owls", "Owls (band)": "The Silver Owls",
+               "Lost Page": "Not In The KB"}
+  aliases = baselines.TitleAliases(kb, redirects)
+  assert len(aliases) == 5 + 2
+  # A title names its entity: 6 anchors + 1 title for Port Alder, 2 anchors for the ship.
+  assert baselines.at_prior_tr(table, aliases, "port alder") == [
+      ("Port Alder", 7 / 9), ("Port Alder (ship)", 2 / 9)]
+  # Titles and redirects reach entities no anchor names, case- and accent-insensitively.
+  assert baselines.at_prior_tr(table, aliases, "Owls (Band)") == [("The Silver Owls", 1.0)]
+  assert baselines.at_prior_tr(table, aliases, "Jürgen Klinsmann") == [
+      ("Jurgen klinsmann", 1.0)]
+  assert baselines.at_prior_tr(table, aliases, "Lost Page") == []
+  assert baselines.at_prior_tr(table, aliases, "silver owls") == [("The Silver Owls", 1.0)]
 
 
 def test_at_ext_uses_unigram_and_bigram_aliases_when_full_mention_misses(table):
@@ -139,6 +156,19 @@ def test_bm25_empty_or_unknown_query():
   assert index.search("  ?! ") == []
   assert index.search("zebra") == []
   assert index.search("port", k=0) == []
+
+
+def test_bm25_over_titles_and_redirect_titles_returns_each_entity_once():
+  index = baselines.BM25Index(["Persian language", "Farsi district", "Port Alder"],
+                              aliases={"Farsi": "Persian language",
+                                       "Farsi tongue": "Persian language",
+                                       "Elsewhere": "Not in the KB"})
+  assert len(index) == 5  # 3 titles + 2 redirect titles of KB entities
+  results = index.search("farsi")
+  # 'Farsi' (1 token) outscores 'Farsi district' and 'Farsi tongue' (2 tokens each): its
+  # entity comes first, once, then the district.
+  assert [t for t, _ in results] == ["Persian language", "Farsi district"]
+  assert index.search("harbor") == []
 
 
 def test_bm25_tokenize():

@@ -6,6 +6,7 @@ import types
 from dense_entity.evaluation import evaluator
 from dense_entity.evaluation import reports
 from dense_entity.kb import schema
+from dense_entity.kb import titles
 
 
 def test_split_by_training_gold(tmp_path):
@@ -15,8 +16,9 @@ def test_split_by_training_gold(tmp_path):
     f.write("ore river\tOre River\t3\nthe stream\tOre_Stream\t1\n")
   redirects = {"Ore Stream": "Ore River"}
   assert evaluator.training_entities(str(tmp_path), redirects) == {"Ore River"}
-  retrievers = types.SimpleNamespace(redirects=redirects,
-                                     kb_titles={"Ore River", "Port Alder", "Birch Cove"})
+  kb_titles = {"Ore River", "Port Alder", "Birch Cove"}
+  retrievers = types.SimpleNamespace(resolver=titles.TitleResolver(kb_titles, redirects),
+                                     kb_titles=kb_titles)
   gold = ["Ore River", "Port Alder", "ore_Stream", "Port Alder"]
   ranked = [["Ore River"], ["Birch Cove", "Port Alder"], ["Birch Cove"], ["Port Alder"]]
   rankings = {name: ranked for name in reports.SYSTEMS}
@@ -38,9 +40,9 @@ def test_split_ambiguous_spans_keeps_aliases_of_several_entities_and_blanks_cont
     # Without context the more frequent sense comes first.
     return [["Georgia (country)", "Georgia (U.S. state)"] for _ in features], None
 
-  retrievers = types.SimpleNamespace(
-      redirects={}, alias_table=table, deer=deer,
-      kb_titles={"Georgia (country)", "Georgia (U.S. state)", "Ore River", "Georgia"})
+  kb_titles = {"Georgia (country)", "Georgia (U.S. state)", "Ore River", "Georgia"}
+  retrievers = types.SimpleNamespace(resolver=titles.TitleResolver(kb_titles, {}),
+                                     alias_table=table, deer=deer, kb_titles=kb_titles)
   def mention(span, sentence):
     return {schema.MENTION_SPAN: span, schema.MENTION_LEFT: "in", schema.MENTION_RIGHT: "x",
             schema.MENTION_SENTENCE: sentence}

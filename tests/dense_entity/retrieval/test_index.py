@@ -1,5 +1,6 @@
-"""Tests for export.index and export.build_index: brute force / ScaNN AH / AH + tree indexes."""
+"""Tests for dense_entity.retrieval.index and index_builder: brute force, ScaNN AH, AH + tree."""
 
+import dataclasses
 import json
 import os
 import shutil
@@ -328,3 +329,85 @@ def test_build_indexes_writes_titles_indexes_and_summary(tmp_path):
     index_builder.build_indexes(x, titles[:-1], str(tmp_path / "o"), ["ah"], "m")
   with pytest.raises(ValueError, match="Unknown index kinds"):
     index_builder.build_indexes(x, titles, str(tmp_path / "o"), ["hnsw"], "m")
+
+
+# ------------------------------------------------------------------ Wikipedia-scale settings
+
+
+def test_reordering_dtype_follows_the_size_of_the_float32_vectors():
+  assert index_lib.derive_config(10_000, 192).reorder_dtype == "float32"
+  # All English Wikipedia (4.46M entities x 192): 3.4 GB of float32 -> int8 reordering.
+  assert index_lib.derive_config(4_461_430, 192).reorder_dtype == "int8"
+  with pytest.raises(ValueError, match="reorder_dtype must be one of"):
+    index_lib.EntityIndex.build(unit_vectors(50, 8), "ah", "m",
+                                index_lib.IndexConfig(reorder_dtype="float8"))
+
+
+def test_blocked_brute_force_batch_equals_one_block(monkeypatch):
+  x = unit_vectors(3000, 16, seed=5)
+  q = unit_vectors(40, 16, seed=6)
+  index = index_lib.EntityIndex.build(x, "brute_force", "m")
+  whole_ids, whole_scores = index.search(q, 25)
+  # 2^10 scores per block: 1 query x 1024 entity rows at a time, merged across 3 row blocks.
+  monkeypatch.setattr(index_lib, "_MAX_SCORES_PER_BLOCK", 1 << 10)
+  ids, scores = index.search(q, 25)
+  np.testing.assert_array_equal(ids, whole_ids)
+  np.testing.assert_allclose(scores, whole_scores, rtol=1e-6)
+  exact = np.argsort(-(q @ x.T), axis=1, kind="stable")[:, :25]
+  np.testing.assert_array_equal(ids, exact)
+  # k larger than a row block still returns every entity of the top k.
+  ids, _ = index.search(q[:2], 2000)
+  assert ids.shape == (2, 2000) and len(set(ids[0].tolist())) == 2000
+
+
+def test_float16_storage_round_trip(monkeypatch, tmp_path):
+  monkeypatch.setattr(index_lib, "FLOAT16_STORAGE_BYTES", 0)  # as if the KB were large
+  x = unit_vectors(500, 32, seed=7)
+  index = index_lib.EntityIndex.build(x, "brute_force", "m")
+  manifest = index.save(str(tmp_path / "bf"))
+  assert manifest["storage_dtype"] == "float16"
+  assert manifest["files"]["encodings.npy"] == 128 + 500 * 32 * 2  # npy header + float16
+  loaded = index_lib.EntityIndex.load(str(tmp_path / "bf"))
+  assert loaded.encodings.dtype == np.float32
+  np.testing.assert_array_equal(loaded.encodings,
+                                index.encodings.astype(np.float16).astype(np.float32))
+  ids, scores = loaded.search(x[:50], 1)
+  np.testing.assert_array_equal(ids[:, 0], np.arange(50))
+  np.testing.assert_allclose(scores[:, 0], 1.0, atol=2e-3)  # float16 rounding of each value
+
+
+def test_int8_reordering_saves_no_float32_dataset_and_keeps_recall(tmp_path):
+  x = clustered_vectors(4000, 32, 40, seed=8)
+  config = dataclasses.replace(index_lib.derive_config(4000, 32), reorder_dtype="int8")
+  index = index_lib.EntityIndex.build(x, "ah_tree", "m", config)
+  manifest = index.save(str(tmp_path / "t"))
+  assert "scann/int8_dataset.npy" in manifest["files"]
+  assert "scann/dataset.npy" not in manifest["files"]
+  loaded = index_lib.EntityIndex.load(str(tmp_path / "t"))
+  q = x[:200] + np.random.default_rng(9).normal(scale=0.05, size=(200, 32)).astype(np.float32)
+  ids, _ = loaded.search(q, 10)
+  exact = np.argsort(-(q / np.linalg.norm(q, axis=1, keepdims=True)) @ x.T, axis=1)[:, :10]
+  overlap = np.mean([len(set(a) & set(b)) / 10 for a, b in zip(ids.tolist(), exact.tolist())])
+  assert overlap >= 0.9
+  os.remove(tmp_path / "t" / "scann" / "int8_dataset.npy")
+  with pytest.raises(FileNotFoundError, match="int8_dataset.npy"):
+    index_lib.EntityIndex.load(str(tmp_path / "t"))
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_tower_encodings_are_scored_as_given_not_renormalised(kind, tmp_path):
+  # Encodings with the lexical channel: an entity whose text has no weighted word has norm
+  # sqrt(0.75); the model scores it by the plain dot product, and so must the index.
+  x = clustered_vectors(600, 16, 10, seed=11)
+  x[::2] *= np.float32(np.sqrt(0.75))
+  index = index_lib.EntityIndex.build(x, kind, "m", normalize_rows=False)
+  q = x[1] / np.linalg.norm(x[1])
+  ids, scores = index_lib.EntityIndex.load(
+      index.save(str(tmp_path / "i")) and str(tmp_path / "i")).search(q, 5)
+  exact = np.argsort(-(x @ q))[:5]
+  assert ids[0] == exact[0] == 1
+  np.testing.assert_allclose(scores[0], x[1] @ q, atol=2e-2 if kind != "brute_force" else 1e-6)
+  with open(tmp_path / "i" / "index_manifest.json") as f:
+    assert json.load(f)["rows_normalized"] is False
+  renormalised = index_lib.EntityIndex.build(x, "brute_force", "m")
+  assert renormalised.search(x[0], 1)[1][0] == pytest.approx(1.0, abs=1e-5)

@@ -1,0 +1,97 @@
+"""Streaming, resumable KB encoding (dense_entity.retrieval.entity_encodings.encode_kb)."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from dense_entity.kb import schema
+from dense_entity.retrieval import entity_encodings
+from dense_entity.retrieval import index as index_lib
+from tests.dense_entity.retrieval.test_retriever import build_tiny_workspace
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory):
+  # 300 synthetic entities in their own shard beside the tiny extraction's shard of 6.
+  return build_tiny_workspace(tmp_path_factory.mktemp("ws"), extra_entities=300)
+
+
+def _entities(extract_dir):
+  return entity_encodings.read_entities(extract_dir)
+
+
+def test_rows_follow_sorted_titles_and_equal_one_batch_encoding(workspace, tmp_path):
+  extract, export = os.path.join(workspace, "extract"), os.path.join(workspace, "export")
+  encodings, titles = entity_encodings.encode_kb(export, extract, str(tmp_path), batch_size=64)
+  entities = _entities(extract)
+  assert titles == [e[schema.ENTITY_TITLE] for e in entities] == sorted(titles)
+  assert encodings.shape == (306, entity_encodings.savedmodel.read_manifest(export)[
+      "encoding_dim"]) and encodings.dtype == np.float32
+  expected = entity_encodings.encode_entities(export, entities)
+  np.testing.assert_allclose(encodings, expected, atol=1e-6)
+  with open(tmp_path / entity_encodings.ENCODINGS_MANIFEST) as f:
+    manifest = json.load(f)
+  assert (manifest["num_entities"], manifest["dtype"], manifest["shards"]) == (306, "float32", 2)
+  assert not os.path.exists(tmp_path / ".encoding")  # work in progress removed when done
+
+
+def test_an_interrupted_run_resumes_with_its_finished_shards(workspace, tmp_path):
+  extract, export = os.path.join(workspace, "extract"), os.path.join(workspace, "export")
+  seen = []
+
+  def stop_in_second_shard(n):
+    seen.append(n)
+    if sum(seen) >= 6 + 64:  # the small shard, then one batch of the big one
+      raise KeyboardInterrupt
+
+  files = sorted(os.listdir(extract))
+  assert files.index("entities-00000-of-00001.tfrecord") < files.index("entities-extra.tfrecord")
+  with pytest.raises(KeyboardInterrupt):
+    # Shard order is file-name order: the 6-entity shard, then the 300-entity one; stop in
+    # the big one after one batch, so only the small shard is finished.
+    entity_encodings.encode_kb(export, extract, str(tmp_path), batch_size=64,
+                               progress=stop_in_second_shard)
+  with open(tmp_path / ".encoding" / "done_shards.json") as f:
+    assert json.load(f) == [0]
+  assert not os.path.exists(tmp_path / entity_encodings.ENCODINGS_FILE)
+  counted = []
+  encodings, _ = entity_encodings.encode_kb(export, extract, str(tmp_path), batch_size=64,
+                                            progress=counted.append)
+  assert counted[0] == 6 and sum(counted) == 306  # the finished shard is skipped, counted
+  np.testing.assert_allclose(encodings,
+                             entity_encodings.encode_entities(export, _entities(extract)),
+                             atol=1e-6)
+
+
+def test_work_of_another_model_is_not_resumed(workspace, tmp_path):
+  extract, export = os.path.join(workspace, "extract"), os.path.join(workspace, "export")
+  os.makedirs(tmp_path / ".encoding")
+  with open(tmp_path / ".encoding" / "state.json", "w") as f:
+    json.dump({"model_fingerprint": "another model"}, f)
+  with open(tmp_path / ".encoding" / "done_shards.json", "w") as f:
+    json.dump([0, 1], f)
+  encodings, _ = entity_encodings.encode_kb(export, extract, str(tmp_path))
+  assert np.abs(np.linalg.norm(encodings, axis=1) - 1).max() < 1e-5  # every row encoded
+
+
+def test_large_kbs_are_stored_as_float16(workspace, tmp_path, monkeypatch):
+  extract, export = os.path.join(workspace, "extract"), os.path.join(workspace, "export")
+  monkeypatch.setattr(index_lib, "FLOAT16_STORAGE_BYTES", 0)
+  encodings, _ = entity_encodings.encode_kb(export, extract, str(tmp_path))
+  assert encodings.dtype == np.float16
+  expected = entity_encodings.encode_entities(export, _entities(extract))
+  np.testing.assert_allclose(encodings.astype(np.float32), expected, atol=1e-3)
+
+
+def test_a_duplicate_title_is_an_error_naming_it(tmp_path):
+  workspace = build_tiny_workspace(tmp_path / "ws")
+  extract = os.path.join(workspace, "extract")
+  src = os.path.join(extract, "entities-00000-of-00001.tfrecord")
+  with tf.io.TFRecordWriter(os.path.join(extract, "entities-copy.tfrecord")) as w:
+    for record in tf.data.TFRecordDataset(src).take(1):
+      w.write(record.numpy())
+  with pytest.raises(ValueError, match="appears twice"):
+    entity_encodings.encode_kb(os.path.join(workspace, "export"), extract, str(tmp_path / "i"))
