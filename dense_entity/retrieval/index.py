@@ -632,7 +632,9 @@ class BruteForceIndex(EntityIndex):
 
   def _search_batch(self, q, k):
     n = self.num_entities
-    queries_per_block = max(1, min(q.shape[0], 1024, _MAX_SCORES_PER_BLOCK // n or 1))
+    # Blocks of up to 1024 queries (a matrix product, not a memory-bound matrix-vector pass
+    # over all n rows per few queries) times as many entity rows as fit 2^24 scores.
+    queries_per_block = max(1, min(q.shape[0], 1024))
     rows_per_block = max(k, _MAX_SCORES_PER_BLOCK // queries_per_block)
     ids, scores = [], []
     for start in range(0, q.shape[0], queries_per_block):
