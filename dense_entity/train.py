@@ -36,9 +36,13 @@ flags.DEFINE_integer("batch_size", None, "Override the preset's global batch siz
 flags.DEFINE_float("learning_rate", None, "Override the preset's learning rate.")
 flags.DEFINE_integer("eval_every", None, "Override steps between evaluations/checkpoints.")
 flags.DEFINE_bool("share_span_title_encoder", None, "One encoder for span and title.")
+flags.DEFINE_bool("char_ngrams", None, "Character trigrams in the span and title bags.")
 flags.DEFINE_integer("context_match_dim", None, "Width of the lexical context-description "
                      "channel (layers.ContextMatchEncoder); 0 leaves it out.")
 flags.DEFINE_float("context_match_weight", None, "Mixing weight of that channel, in (0, 1).")
+flags.DEFINE_integer("name_match_dim", None, "Width of the lexical name channel (character "
+                     "trigrams of span and title; 0: none).")
+flags.DEFINE_float("name_match_weight", None, "Mixing weight of the name channel, in (0, 1).")
 flags.DEFINE_string("hard_negatives", None, "Directory of a mining round's output "
                     "(WS/negatives/round_N): train with the softmax and logistic tasks.")
 
@@ -49,9 +53,11 @@ def config_from_flags() -> config_lib.ExperimentConfig:
     cfg.glove_path = FLAGS.glove
   if FLAGS.vocab_size is not None:
     cfg.vocab_size = FLAGS.vocab_size
-  if FLAGS.share_span_title_encoder is not None:
-    cfg.model.share_span_title_encoder = FLAGS.share_span_title_encoder
-  for name in ("context_match_dim", "context_match_weight"):
+  for name in ("share_span_title_encoder", "char_ngrams"):
+    if getattr(FLAGS, name) is not None:
+      setattr(cfg.model, name, getattr(FLAGS, name))
+  for name in ("context_match_dim", "context_match_weight", "name_match_dim",
+               "name_match_weight"):
     if getattr(FLAGS, name) is not None:
       setattr(cfg.model, name, getattr(FLAGS, name))
   for name in ("train_steps", "batch_size", "learning_rate", "eval_every"):

@@ -32,6 +32,17 @@ class ModelConfig:
       then `encoding_dim + context_match_dim` wide.
     context_match_weight: mixing weight w of that channel, in (0, 1): scores are
       `(1 - w) * cos(learned) + w * cos(lexical)`.
+    char_ngrams: the mention span and the entity title also get a bag of hashed character
+      trigrams (featurizer.TextFeaturizer.char_ngram_ids; not in the paper): names never seen
+      in training share trigrams with names that were, instead of being hash buckets no
+      training step touched.
+    name_match_dim: width of a lexical name channel (not in the paper; 0 leaves it out): the
+      character trigrams of the mention span and of the entity title as IDF-weighted hashed
+      vectors (layers.ContextMatchEncoder over trigrams, IDF over the KB's titles), so one
+      search also ranks by a TF-IDF cosine of the names, as a character n-gram name matcher
+      does; it matches names never seen in training and their spelling variants.
+    name_match_weight: its mixing weight, in (0, 1); with both channels the learned part
+      weighs 1 - context_match_weight - name_match_weight (> 0).
   """
   num_buckets: int = 5_000_000
   embedding_dim: int = 300
@@ -43,6 +54,9 @@ class ModelConfig:
   share_span_title_encoder: bool = False
   context_match_dim: int = 0
   context_match_weight: float = 0.25
+  char_ngrams: bool = False
+  name_match_dim: int = 0
+  name_match_weight: float = 0.25
 
 
 @dataclasses.dataclass
@@ -127,6 +141,16 @@ def validate(config: ExperimentConfig) -> None:
                      f"{m.context_match_dim}")
   if m.context_match_dim and not 0.0 < m.context_match_weight < 1.0:
     raise ValueError(f"context_match_weight must be in (0, 1), got {m.context_match_weight}")
+  if m.name_match_dim < 0:
+    raise ValueError(f"name_match_dim must be >= 0 (0: no name channel), got "
+                     f"{m.name_match_dim}")
+  if m.name_match_dim and not 0.0 < m.name_match_weight < 1.0:
+    raise ValueError(f"name_match_weight must be in (0, 1), got {m.name_match_weight}")
+  lexical = ((m.context_match_weight if m.context_match_dim else 0.0)
+             + (m.name_match_weight if m.name_match_dim else 0.0))
+  if lexical >= 1.0:
+    raise ValueError(f"the lexical channels' weights sum to {lexical}; the learned part needs "
+                     "a weight > 0")
 
 
 def save(config: ExperimentConfig, model_dir: str) -> str:

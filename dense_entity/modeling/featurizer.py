@@ -29,6 +29,10 @@ KEEP_DELIM_PATTERN = _MASK + "|" + _PUNCT
 BIGRAM_SEPARATOR = " "
 # N-gram widths are constants of the model, not user input.
 NGRAM_WIDTH = 2
+CHAR_NGRAM_WIDTH = 3
+# Character n-grams of a token are taken over '<' + token + '>' (boundaries, as fastText does)
+# and hashed with this prefix, so the n-gram 'the' and the word 'the' get different buckets.
+_CHAR_NGRAM_PREFIX = "\x01"
 
 
 def tokenize(texts: tf.Tensor) -> tf.RaggedTensor:
@@ -112,6 +116,40 @@ class TextFeaturizer(keras.layers.Layer):
     tokens = tokenize(texts)
     return (tokens, self.unigram_ids(tokens),
             tf.ragged.map_flat_values(self._hashed, bigrams(tokens)))
+
+  def char_ngrams(self, tokens: tf.RaggedTensor) -> Tuple[tf.RaggedTensor, tf.RaggedTensor]:
+    """Character trigrams of each token and their rows, for names (not in the paper).
+
+    A token is accent-folded (NFKD, combining marks dropped: 'jürgen' and 'jurgen' share
+    their trigrams), wrapped as '<token>' and cut into overlapping trigrams ('<zu', 'zug',
+    'ug>'), hashed into the same buckets as bigrams (prefixed, so the trigram 'the' and the
+    word 'the' differ). Words never seen in training still share trigrams with words that
+    were (Bojanowski et al. 2017, fastText's subword vectors).
+
+    Args:
+      tokens: tf.string ragged `[batch, (tokens)]` (`tokenize`).
+
+    Returns:
+      (trigrams tf.string ragged `[batch, (trigrams)]` (prefixed), int64 ragged row ids of the
+      shared table, same shape).
+    """
+    folded = tf.ragged.map_flat_values(
+        lambda t: tf.strings.regex_replace(tf_text.normalize_utf8(t, "NFKD"), r"\p{Mn}", ""),
+        tokens)
+    wrapped = tf.ragged.map_flat_values(
+        lambda t: tf.strings.join([_CHAR_NGRAM_PREFIX + "<", t, ">"]), folded)
+    chars = tf.strings.unicode_split(wrapped, "UTF-8")  # [batch, (tokens), (chars)]
+    # The prefix is the first character of every token: n-grams start after it.
+    chars = chars[:, :, 1:]
+    grams = tf_text.ngrams(chars, CHAR_NGRAM_WIDTH, axis=-1,
+                           reduction_type=tf_text.Reduction.STRING_JOIN, string_separator="")
+    grams = tf.ragged.map_flat_values(lambda g: tf.strings.join([_CHAR_NGRAM_PREFIX, g]),
+                                      grams.merge_dims(1, 2))
+    return grams, tf.ragged.map_flat_values(self._hashed, grams)
+
+  def char_ngram_ids(self, tokens: tf.RaggedTensor) -> tf.RaggedTensor:
+    """The rows of `char_ngrams(tokens)`: int64 ragged `[batch, (trigrams)]`."""
+    return self.char_ngrams(tokens)[1]
 
   def get_config(self):
     config = super().get_config()

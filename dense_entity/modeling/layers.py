@@ -64,7 +64,9 @@ class BagOfNgramsEncoder(keras.layers.Layer):
   """One text feature: [mean unigram emb; mean bigram emb] -> Dense(output_dim, relu).
 
   Call:
-    inputs: (unigram_ids, bigram_ids), int ragged `[batch, (n)]` each, rows of `embedding`.
+    inputs: (unigram_ids, bigram_ids), int ragged `[batch, (n)]` each, rows of `embedding`;
+      or (unigram_ids, bigram_ids, char_ngram_ids) for names with character n-grams
+      (config.ModelConfig.char_ngrams): the mean of each bag, concatenated.
     Returns float32 `[batch, output_dim]`.
   """
 
@@ -75,8 +77,7 @@ class BagOfNgramsEncoder(keras.layers.Layer):
     self.dense = keras.layers.Dense(self.output_dim, activation="relu")
 
   def call(self, inputs):
-    unigram_ids, bigram_ids = inputs
-    features = tf.concat([self.embedding(unigram_ids), self.embedding(bigram_ids)], axis=-1)
+    features = tf.concat([self.embedding(ids) for ids in inputs], axis=-1)
     return self.dense(features)
 
   def get_config(self):
@@ -145,6 +146,18 @@ class CompoundEncoder(keras.layers.Layer):
     return config
 
 
+def combine_channels(dense: tf.Tensor, channels) -> tf.Tensor:
+  """[sqrt(1 - sum w) * l2n(dense), sqrt(w_1) * v_1, ...] for channels [(w_i, v_i)].
+
+  The v_i are L2-normalised (or zero) lexical vectors, so the dot product of two such
+  encodings is (1 - sum w) * cos(dense) + sum_i w_i * cos(v_i). float32 `[batch, d + sum
+  dims]`, norm <= 1.
+  """
+  rest = 1.0 - sum(w for w, _ in channels)
+  dense = tf.math.l2_normalize(dense, axis=-1, epsilon=1e-12)
+  return tf.concat([rest ** 0.5 * dense] + [w ** 0.5 * v for w, v in channels], axis=-1)
+
+
 @keras.saving.register_keras_serializable(package="dense_entity")
 class ContextMatchEncoder(keras.layers.Layer):
   """A lexical channel shared by both towers: hashed TF-IDF vectors of context and description.
@@ -204,9 +217,7 @@ class ContextMatchEncoder(keras.layers.Layer):
 
   def combine(self, dense: tf.Tensor, lexical: tf.Tensor) -> tf.Tensor:
     """[sqrt(1 - w) * l2n(dense), sqrt(w) * lexical]: float32 `[batch, d + dim]`, norm <= 1."""
-    w = self.weight
-    dense = tf.math.l2_normalize(dense, axis=-1, epsilon=1e-12)
-    return tf.concat([(1.0 - w) ** 0.5 * dense, w ** 0.5 * lexical], axis=-1)
+    return combine_channels(dense, [(self.weight, lexical)])
 
   def set_document_frequencies(self, document_frequency, num_documents: int) -> None:
     """Sets IDF weights log((1 + N) / (1 + df)) + 1 for rows with df > 0, and 0 elsewhere.

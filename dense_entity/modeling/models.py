@@ -27,6 +27,17 @@ def _l2_normalize(x):
   return tf.math.l2_normalize(x, axis=-1, epsilon=1e-12)
 
 
+def _combine(dense, context_match, context_vector, name_match, name_vector):
+  """[sqrt(1 - w_c - w_n) * l2n(dense), sqrt(w_c) * context, sqrt(w_n) * name], the channels
+  that exist (layers.combine_channels); l2n(dense) alone without them."""
+  parts = [(layer.weight, vector) for layer, vector in ((context_match, context_vector),
+                                                        (name_match, name_vector))
+           if layer is not None]
+  if not parts:
+    return _l2_normalize(dense)
+  return layers.combine_channels(dense, parts)
+
+
 @keras.saving.register_keras_serializable(package="dense_entity")
 class MentionEncoder(keras.layers.Layer):
   """phi(m): the four mention features (tf.string `[batch]` each) -> `[batch, encoding_dim]`."""
@@ -34,11 +45,13 @@ class MentionEncoder(keras.layers.Layer):
   def __init__(self, text_featurizer: featurizer_lib.TextFeaturizer,
                embedding: layers.SharedEmbedding, model_config: config_lib.ModelConfig,
                span_encoder: Optional[layers.BagOfNgramsEncoder] = None,
-               context_match: Optional[layers.ContextMatchEncoder] = None, **kwargs):
+               context_match: Optional[layers.ContextMatchEncoder] = None,
+               name_match: Optional[layers.ContextMatchEncoder] = None, **kwargs):
     super().__init__(**kwargs)
     self.text_featurizer = text_featurizer
     self.embedding = embedding
     self.context_match = context_match
+    self.name_match = name_match
     c = model_config
     # Plain attributes, not a dict: TF checkpoints track attributes of Keras 3 layers, and
     # layers held in a dict would silently be left out of checkpoints.
@@ -53,9 +66,26 @@ class MentionEncoder(keras.layers.Layer):
         schema.MENTION_RIGHT: self.right_encoder, schema.MENTION_SENTENCE: self.sentence_encoder}
     self.context_encoder = layers.CompoundEncoder(c.hidden_dim, c.hidden_dim, name="context")
     self.mention_encoder = layers.CompoundEncoder(c.hidden_dim, c.encoding_dim, name="mention")
+    self.char_ngrams = c.char_ngrams
 
   def encode_feature(self, name, texts):
     return self.feature_encoders[name](self.text_featurizer(texts))
+
+  def encode_span(self, texts):
+    """The span's encoding; with config char_ngrams its character trigrams join the bag."""
+    return self._encode_span(texts)[0]
+
+  def _encode_span(self, texts):
+    """(span encoding, the span's name-channel vector or None)."""
+    tokens, unigram_ids, bigram_ids = self.text_featurizer.featurize(texts)
+    bags = (unigram_ids, bigram_ids)
+    grams = None
+    if self.char_ngrams or self.name_match is not None:
+      grams = self.text_featurizer.char_ngrams(tokens)
+    if self.char_ngrams:
+      bags += (grams[1],)
+    name = None if self.name_match is None else self.name_match(grams[1], grams[0])
+    return self.span_encoder(bags), name
 
   def call(self, features: Dict[str, tf.Tensor]) -> tf.Tensor:
     tokens, *sentence_ids = self.text_featurizer.featurize(features[schema.MENTION_SENTENCE])
@@ -64,12 +94,13 @@ class MentionEncoder(keras.layers.Layer):
         self.encode_feature(schema.MENTION_RIGHT, features[schema.MENTION_RIGHT]),
         self.sentence_encoder(tuple(sentence_ids)),
     ])
-    span = self.encode_feature(schema.MENTION_SPAN, features[schema.MENTION_SPAN])
+    span, name = self._encode_span(features[schema.MENTION_SPAN])
     encoding = self.mention_encoder([context, span])
-    if self.context_match is None:
-      return _l2_normalize(encoding)
-    # The lexical channel reads the (masked) sentence, so the span's own words do not count.
-    return self.context_match.combine(encoding, self.context_match(sentence_ids[0], tokens))
+    # The context channel reads the (masked) sentence, so the span's own words do not count
+    # there; the name channel reads the span's character trigrams.
+    lexical = None if self.context_match is None else self.context_match(sentence_ids[0],
+                                                                          tokens)
+    return _combine(encoding, self.context_match, lexical, self.name_match, name)
 
 
 @keras.saving.register_keras_serializable(package="dense_entity")
@@ -80,12 +111,14 @@ class EntityEncoder(keras.layers.Layer):
   def __init__(self, text_featurizer: featurizer_lib.TextFeaturizer,
                embedding: layers.SharedEmbedding, model_config: config_lib.ModelConfig,
                title_encoder: Optional[layers.BagOfNgramsEncoder] = None,
-               context_match: Optional[layers.ContextMatchEncoder] = None, **kwargs):
+               context_match: Optional[layers.ContextMatchEncoder] = None,
+               name_match: Optional[layers.ContextMatchEncoder] = None, **kwargs):
     super().__init__(**kwargs)
     c = model_config
     self.text_featurizer = text_featurizer
     self.embedding = embedding
     self.context_match = context_match
+    self.name_match = name_match
     self.category_featurizer = featurizer_lib.CategoryFeaturizer(c.num_category_buckets)
     self.title_encoder = title_encoder or layers.BagOfNgramsEncoder(embedding, c.hidden_dim,
                                                                     name="encode_title")
@@ -95,6 +128,7 @@ class EntityEncoder(keras.layers.Layer):
     self.description_encoder = layers.CompoundEncoder(c.hidden_dim, c.hidden_dim,
                                                       name="description")
     self.entity_encoder = layers.CompoundEncoder(c.hidden_dim, c.encoding_dim, name="entity")
+    self.char_ngrams = c.char_ngrams
 
   def call(self, features: Dict[str, tf.Tensor]) -> tf.Tensor:
     text_tokens, *text_ids = self.text_featurizer.featurize(features[schema.ENTITY_TEXT])
@@ -103,15 +137,23 @@ class EntityEncoder(keras.layers.Layer):
         self.text_encoder(tuple(text_ids)),
         self.category_encoder(self.category_featurizer(features[schema.ENTITY_CATEGORIES])),
     ])
-    title = self.title_encoder(tuple(title_ids))
+    title_bags = tuple(title_ids)
+    grams = None
+    if self.char_ngrams or self.name_match is not None:
+      grams = self.text_featurizer.char_ngrams(title_tokens)
+    if self.char_ngrams:
+      title_bags += (grams[1],)
+    title = self.title_encoder(title_bags)
     encoding = self.entity_encoder([description, title])
-    if self.context_match is None:
-      return _l2_normalize(encoding)
-    # Title and text (the tokens of 'title text'): an entity without a text is matched on the
-    # words of its title ('Georgia (U.S. state)': 'u', 's', 'state').
-    return self.context_match.combine(encoding, self.context_match(
-        tf.concat([title_ids[0], text_ids[0]], axis=1),
-        tf.concat([title_tokens, text_tokens], axis=1)))
+    lexical = name = None
+    if self.context_match is not None:
+      # Title and text (the tokens of 'title text'): an entity without a text is matched on
+      # the words of its title ('Georgia (U.S. state)': 'u', 's', 'state').
+      lexical = self.context_match(tf.concat([title_ids[0], text_ids[0]], axis=1),
+                                   tf.concat([title_tokens, text_tokens], axis=1))
+    if self.name_match is not None:
+      name = self.name_match(grams[1], grams[0])
+    return _combine(encoding, self.context_match, lexical, self.name_match, name)
 
 
 class DualEncoder(tf.Module):
@@ -153,12 +195,19 @@ class DualEncoder(tf.Module):
       self.context_match = layers.ContextMatchEncoder(
           self.text_featurizer.num_rows, model_config.context_match_dim,
           model_config.context_match_weight, name="context_match")
+    # Optionally a lexical name channel over character trigrams of span and title
+    # (config.ModelConfig.name_match_dim).
+    self.name_match = None
+    if model_config.name_match_dim > 0:
+      self.name_match = layers.ContextMatchEncoder(
+          self.text_featurizer.num_rows, model_config.name_match_dim,
+          model_config.name_match_weight, name="name_match")
     self.mention_encoder = MentionEncoder(self.text_featurizer, self.embedding, model_config,
                                           span_encoder=shared, context_match=self.context_match,
-                                          name="mention_encoder")
+                                          name_match=self.name_match, name="mention_encoder")
     self.entity_encoder = EntityEncoder(self.text_featurizer, self.embedding, model_config,
                                         title_encoder=shared, context_match=self.context_match,
-                                        name="entity_encoder")
+                                        name_match=self.name_match, name="entity_encoder")
     self.scale = tf.Variable(model_config.initial_scale, dtype=tf.float32, name="scale")
     self.hard_negative_scale = tf.Variable(model_config.initial_scale, dtype=tf.float32,
                                            name="hard_negative_scale")
@@ -169,8 +218,10 @@ class DualEncoder(tf.Module):
 
   @property
   def encoding_dim(self) -> int:
-    """Width of both towers' encodings: encoding_dim (+ context_match_dim when enabled)."""
-    return self.model_config.encoding_dim + max(self.model_config.context_match_dim, 0)
+    """Width of both towers' encodings: encoding_dim (+ context_match_dim and name_match_dim
+    when enabled)."""
+    c = self.model_config
+    return c.encoding_dim + max(c.context_match_dim, 0) + max(c.name_match_dim, 0)
 
   def _init_vocabulary_rows(self, vectors):
     vectors = tf.convert_to_tensor(vectors, tf.float32)

@@ -641,16 +641,47 @@ class BruteForceIndex(EntityIndex):
       block = q[start:start + queries_per_block]
       if rows_per_block >= n:
         i, s = self._top_k(block @ self.encodings.T, k)
-      else:  # Each block of entity rows keeps its top k; the final top k is among those.
-        parts = [self._top_k(block @ self.encodings[r:r + rows_per_block].T,
-                             min(k, n - r)) for r in range(0, n, rows_per_block)]
-        cand_ids = np.concatenate(
-            [p_ids + r for p_ids, r in zip((p[0] for p in parts),
-                                           range(0, n, rows_per_block))], axis=1)
-        i, s = self._top_k(np.concatenate([p[1] for p in parts], axis=1), k, cand_ids)
+      else:
+        i, s = self._top_k_by_blocks(block, k, rows_per_block)
       ids.append(i)
       scores.append(s)
     return np.concatenate(ids), np.concatenate(scores)
+
+  def _top_k_by_blocks(self, block: np.ndarray, k: int,
+                       rows_per_block: int) -> Tuple[np.ndarray, np.ndarray]:
+    """Exact top k of `block` [b, d] over entity rows taken `rows_per_block` at a time.
+
+    The first rows give each query a running k-th best score; later rows only pass the
+    scores at or above it (a comparison, ~1 ns per score, instead of a partial sort, ~10 ns),
+    and the survivors are merged with the running top k.
+    """
+    n, b = self.num_entities, block.shape[0]
+    best_ids, best_scores = self._top_k(block @ self.encodings[:rows_per_block].T,
+                                        min(k, rows_per_block))
+    best_rows = np.repeat(np.arange(b), best_ids.shape[1])
+    best_ids, best_scores = best_ids.ravel(), best_scores.ravel()
+    threshold = (best_scores.reshape(b, -1)[:, -1] if best_ids.size == b * k
+                 else np.full(b, -np.inf, np.float32))
+    for r in range(rows_per_block, n, rows_per_block):
+      chunk = block @ self.encodings[r:r + rows_per_block].T
+      rows, cols = np.nonzero(chunk >= threshold[:, None])
+      if not rows.size:
+        continue
+      all_rows = np.concatenate([best_rows, rows])
+      all_scores = np.concatenate([best_scores, chunk[rows, cols]])
+      all_ids = np.concatenate([best_ids, cols + r])
+      order = np.lexsort((all_ids, -all_scores, all_rows))
+      all_rows, all_scores, all_ids = all_rows[order], all_scores[order], all_ids[order]
+      first = np.searchsorted(all_rows, np.arange(b))
+      rank = np.arange(all_rows.size) - first[all_rows]
+      keep = rank < k
+      best_rows, best_scores, best_ids = all_rows[keep], all_scores[keep], all_ids[keep]
+      counts = np.bincount(best_rows, minlength=b)
+      full = counts == k
+      last = np.searchsorted(best_rows, np.arange(b)) + k - 1
+      threshold = np.where(full, best_scores[np.minimum(last, best_scores.size - 1)],
+                           -np.inf).astype(np.float32)
+    return best_ids.reshape(b, k), best_scores.reshape(b, k)
 
   def manifest(self, files: Optional[Dict[str, int]] = None) -> Dict[str, Any]:
     manifest = super().manifest(files)

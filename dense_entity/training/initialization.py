@@ -5,17 +5,20 @@
 - document_frequencies: for each unigram row, the number of entities whose text holds it, from
   which the lexical context-description channel (layers.ContextMatchEncoder, not in the paper)
   takes its IDF weights. The checkpoint keeps those weights, so a resumed run and the export use
-  the same ones.
+  the same ones;
+- kb_document_frequencies: the same, and the titles' character-trigram frequencies for the
+  name channel, in one pass.
 """
 
 import gzip
-from typing import List, Tuple
+from typing import Dict, List, Tuple
 
 import numpy as np
 import tensorflow as tf
 
 from dense_entity.kb import records
 from dense_entity.kb import schema
+from dense_entity.modeling import featurizer as featurizer_lib
 
 
 def read_glove(path: str, max_words: int = 0) -> Tuple[List[str], np.ndarray]:
@@ -66,14 +69,33 @@ def document_frequencies(text_featurizer, entity_files: List[str],
     (df int64 `[num_rows]`, number of entities counted). An entity's text is its title and
     first paragraph, as the entity tower's lexical channel reads it (models.EntityEncoder).
   """
+  return kb_document_frequencies(text_featurizer, entity_files, batch_size)["context"]
+
+
+def kb_document_frequencies(text_featurizer, entity_files: List[str], batch_size: int = 1024,
+                            names: bool = False) -> Dict[str, Tuple[np.ndarray, int]]:
+  """Document frequencies for the lexical channels, in one pass over the KB's entities.
+
+  Returns:
+    {"context": (df of unigram rows over 'title text', entities with a token)} and, with
+    `names`, "names": (df of character-trigram rows over titles, entities with a trigram),
+    each df int64 `[num_rows]`, counting an entity once per row.
+  """
   rows = text_featurizer.num_rows
-  df = np.zeros(rows, np.int64)
-  num_texts = 0
+  counts = {"context": [np.zeros(rows, np.int64), 0]}
+  if names:
+    counts["names"] = [np.zeros(rows, np.int64), 0]
+
+  def add(key, ids):
+    counts[key][1] += int(tf.math.count_nonzero(ids.row_lengths()))
+    # One count per (entity, row) pair, however often the term occurs.
+    pairs = np.unique(ids.value_rowids().numpy() * rows + ids.flat_values.numpy())
+    counts[key][0] += np.bincount(pairs % rows, minlength=rows)
+
   for batch in records.entity_dataset(entity_files, batch_size):
     texts = tf.strings.join([batch[schema.ENTITY_TITLE], batch[schema.ENTITY_TEXT]], " ")
-    ids = text_featurizer(texts)[0]
-    num_texts += int(tf.math.count_nonzero(ids.row_lengths()))
-    # One count per (entity, row) pair, however often the word occurs in the text.
-    pairs = np.unique(ids.value_rowids().numpy() * rows + ids.flat_values.numpy())
-    df += np.bincount(pairs % rows, minlength=rows)
-  return df, num_texts
+    add("context", text_featurizer(texts)[0])
+    if names:
+      add("names", text_featurizer.char_ngram_ids(featurizer_lib.tokenize(
+          batch[schema.ENTITY_TITLE])))
+  return {key: (df, n) for key, (df, n) in counts.items()}

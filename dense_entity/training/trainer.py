@@ -28,6 +28,7 @@ from dense_entity.modeling import config as config_lib
 from dense_entity.modeling import models
 from dense_entity.training import checkpointing
 from dense_entity.training import hooks
+from dense_entity.training import initialization
 from dense_entity.training import steps as steps_lib
 from dense_entity.training.checkpointing import CHECKPOINT_DIR
 from dense_entity.training.checkpointing import VOCAB_FILE
@@ -101,14 +102,19 @@ class Trainer:
     restored = checkpointing.restore_latest(self.checkpoint, self.manager)
     if restored:
       logging.info("resumed from %s at step %d", restored, int(self.step.numpy()))
-    elif self.model.context_match is not None:
-      # IDF weights of the lexical channel come from the KB's entity texts, once; the
-      # checkpoint keeps them, so a resumed run and the export use the same weights.
-      df, n = document_frequencies(self.model.text_featurizer,
-                                   records.record_files(extract_dir, schema.ENTITIES_PREFIX))
-      self.model.context_match.set_document_frequencies(df, n)
-      logging.info("context match: IDF from %d entity texts, %d weighted rows", n,
-                   int(np.count_nonzero(df)))
+    elif self.model.context_match is not None or self.model.name_match is not None:
+      # IDF weights of the lexical channels come from the KB's entities, once; the checkpoint
+      # keeps them, so a resumed run and the export use the same weights.
+      frequencies = initialization.kb_document_frequencies(
+          self.model.text_featurizer, records.record_files(extract_dir, schema.ENTITIES_PREFIX),
+          names=self.model.name_match is not None)
+      for key, layer in (("context", self.model.context_match),
+                         ("names", self.model.name_match)):
+        if layer is not None:
+          df, n = frequencies[key]
+          layer.set_document_frequencies(df, n)
+          logging.info("%s channel: IDF from %d entities, %d weighted rows", key, n,
+                       int(np.count_nonzero(df)))
     self.train_files = records.record_files(extract_dir, schema.TRAIN_MENTIONS_PREFIX)
     heldout = tf.io.gfile.glob(os.path.join(extract_dir, schema.HELDOUT_MENTIONS_PREFIX + "-*"))
     self.heldout_files = sorted(heldout)

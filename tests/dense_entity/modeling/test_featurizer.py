@@ -88,3 +88,16 @@ def test_category_featurizer_splits_on_separator_and_skips_empty():
   assert lengths == [2, 0, 1]
   expected = tf.strings.to_hash_bucket_fast(["Rivers", "Ports"], 1000).numpy().tolist()
   assert cats.to_list()[0] == expected
+
+
+def test_char_trigrams_of_names_fold_accents_and_mark_word_boundaries():
+  f = featurizer.TextFeaturizer(1 << 20)
+  tokens = featurizer.tokenize(tf.constant(["Jürgen Zug", "Jurgen zug", "", "a"]))
+  ids = _lists(f.char_ngram_ids(tokens))
+  # '<jurgen>' has 6 trigrams, '<zug>' 3; accents folded, so both spellings agree.
+  assert len(ids[0]) == 9 and ids[0] == ids[1]
+  assert ids[2] == [] and len(ids[3]) == 1  # '<a>'
+  # The trigram 'zug' and the word 'zug' hash apart (prefixed), within the bucket rows.
+  word = _lists(f.unigram_ids(featurizer.tokenize(tf.constant(["zug"]))))[0][0]
+  assert word not in ids[0][6:]
+  assert all(0 <= i < f.num_rows for i in ids[0])

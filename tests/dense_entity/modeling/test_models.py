@@ -178,3 +178,63 @@ def test_context_match_layer_config_round_trips_and_rejects_bad_settings():
       layers.ContextMatchEncoder(10, dim, weight)
   with pytest.raises(ValueError, match="expected \\(10,\\)"):
     layer.set_document_frequencies(np.zeros(9), 1)
+
+
+def test_char_ngrams_add_a_trigram_bag_to_span_and_title():
+  cfg = config.get_preset("tiny").model
+  cfg.char_ngrams = True
+  model = models.DualEncoder(cfg)
+  d = cfg.embedding_dim
+  # Span and title read three bags (unigrams, bigrams, trigrams); the contexts and the text two.
+  assert model.mention_encoder.span_encoder.dense.kernel.shape[0] == 3 * d
+  assert model.entity_encoder.title_encoder.dense.kernel.shape[0] == 3 * d
+  assert model.mention_encoder.left_encoder.dense.kernel.shape[0] == 2 * d
+  assert model.entity_encoder.text_encoder.dense.kernel.shape[0] == 2 * d
+  # Two spellings of an unseen name share their trigram bag, so their span features differ
+  # only in the word bags.
+  f = model.text_featurizer
+  bags = [f.char_ngram_ids(featurizer.tokenize(tf.constant([t]))) for t in ("Kecskemét",
+                                                                           "Kecskemet")]
+  np.testing.assert_array_equal(model.embedding(bags[0]), model.embedding(bags[1]))
+  # Without char_ngrams the towers are the paper's: two bags per feature.
+  plain = models.DualEncoder(config.get_preset("tiny").model)
+  assert plain.mention_encoder.span_encoder.dense.kernel.shape[0] == 2 * d
+
+
+def test_name_channel_scores_the_tfidf_cosine_of_span_and_title_trigrams():
+  cfg = config.get_preset("tiny").model
+  cfg.name_match_dim, cfg.name_match_weight = 64, 0.3
+  cfg.context_match_dim, cfg.context_match_weight = 32, 0.2
+  model = models.DualEncoder(cfg)
+  f = model.text_featurizer
+  model.context_match.set_document_frequencies(np.ones(f.num_rows), 3)
+  model.name_match.set_document_frequencies(np.ones(f.num_rows), 3)
+  mentions, entities = _mention_batch(), _entity_batch()
+  full_m = model.mention_encoder(mentions).numpy()
+  full_e = model.entity_encoder(entities).numpy()
+  d, c = cfg.encoding_dim, cfg.context_match_dim
+  assert full_m.shape[-1] == model.encoding_dim == d + c + 64
+  # Learned part times sqrt(1 - 0.2 - 0.3); context part sqrt(0.2); name part sqrt(0.3).
+  np.testing.assert_allclose(np.linalg.norm(full_m[:, :d], axis=-1), 0.5 ** 0.5, rtol=1e-5)
+
+  def name_vectors(texts):
+    grams, ids = f.char_ngrams(featurizer.tokenize(tf.constant(texts)))
+    return model.name_match(ids, grams).numpy()
+
+  name_m = name_vectors([row[0] for row in testutil.MENTIONS])  # the spans
+  name_e = name_vectors([row[4] for row in testutil.MENTIONS])  # the titles
+  np.testing.assert_allclose(full_m[:, d + c:], 0.3 ** 0.5 * name_m, atol=1e-6)
+  np.testing.assert_allclose(full_e[:, d + c:], 0.3 ** 0.5 * name_e, atol=1e-6)
+  # A span equal to its entity's title ('Ore River', 'Port Alder') has name cosine 1.
+  cos = (name_m * name_e).sum(axis=-1)
+  assert cos[0] == pytest.approx(1.0, abs=1e-5) and cos[1] == pytest.approx(1.0, abs=1e-5)
+  # 'Alder' shares the trigrams of one word of 'Port Alder': in between.
+  assert 0.2 < cos[4] < 0.9
+
+
+def test_channel_weights_that_leave_nothing_for_the_learned_part_are_refused():
+  cfg = config.get_preset("tiny")
+  cfg.model.context_match_dim, cfg.model.context_match_weight = 8, 0.5
+  cfg.model.name_match_dim, cfg.model.name_match_weight = 8, 0.5
+  with pytest.raises(ValueError, match="learned part"):
+    config.validate(cfg)

@@ -39,3 +39,19 @@ def test_document_frequencies_count_each_entity_once_per_word(tmp_path):
       for t in ["Ore River The Ore River is a river in Norland.",
                 "Port Alder Port Alder is a harbor town.", "Birch Cove ", "Lake Ore ",
                 "Norland Norland is a country.", "Zug Zug is a town in Switzerland."])
+
+
+def test_name_frequencies_count_title_trigrams_once_per_entity(tmp_path):
+  testutil.write_tiny_extraction(str(tmp_path))
+  f = featurizer.TextFeaturizer(1 << 16)
+  counts = initialization.kb_document_frequencies(
+      f, records.record_files(str(tmp_path), schema.ENTITIES_PREFIX), names=True)
+  df, n = counts["names"]
+  assert n == 6  # the six entity titles
+  row = lambda gram: int(f.char_ngram_ids(featurizer.tokenize(tf.constant([gram])))[0][1])
+  # 'ore' is a trigram of 'Ore River' and of 'Lake Ore' (once each, however often).
+  assert df[row("ore")] == 2
+  context_df, context_n = initialization.document_frequencies(
+      f, records.record_files(str(tmp_path), schema.ENTITIES_PREFIX))
+  np.testing.assert_array_equal(counts["context"][0], context_df)
+  assert counts["context"][1] == context_n
