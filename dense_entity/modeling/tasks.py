@@ -6,8 +6,10 @@ Gillick et al. (2019):
   other entities of the batch are the negatives;
 - section 4.3: hard negative pairs are scored with g(a_h * cos + b_h), g the logistic function,
   trained with the softmax task at equal weights.
-Two mentions of the same entity in one batch would make each other's gold a negative; those
-logits are masked (the entity id is used only here, never as a feature).
+Two mentions of the same entity in one batch would make each other's gold a negative, and an
+entity drawn twice would count twice as a negative of every other row; those logits are masked
+so each row scores against each distinct entity once (the entity id is used only here, never
+as a feature).
 """
 
 import tensorflow as tf
@@ -17,7 +19,11 @@ _MASKED_LOGIT = -1e9
 
 def duplicate_entity_mask(row_entities: tf.Tensor, column_entities: tf.Tensor,
                           column_offset=0) -> tf.Tensor:
-  """True where column j holds row i's gold entity but is not row i's own column.
+  """True where column j must not count for row i: each distinct entity once per row.
+
+  Row i keeps its own column; every other column holding row i's gold entity is masked (the
+  gold is no negative of itself), and of the other entities each keeps only its first column
+  in the batch (an entity drawn twice is one negative, not two).
 
   Args:
     row_entities: `[batch]` gold entity ids of the rows (strings, or int fingerprints).
@@ -30,9 +36,14 @@ def duplicate_entity_mask(row_entities: tf.Tensor, column_entities: tf.Tensor,
   """
   same = tf.equal(row_entities[:, None], column_entities[None, :])
   batch = tf.shape(row_entities)[0]
-  own = tf.one_hot(tf.range(batch) + column_offset, tf.shape(column_entities)[0],
+  num_columns = tf.shape(column_entities)[0]
+  own = tf.one_hot(tf.range(batch) + column_offset, num_columns,
                    on_value=True, off_value=False, dtype=tf.bool)
-  return tf.logical_and(same, tf.logical_not(own))
+  # Column j repeats an earlier column's entity.
+  equal_columns = tf.equal(column_entities[:, None], column_entities[None, :])
+  earlier = tf.range(num_columns)[None, :] < tf.range(num_columns)[:, None]
+  repeated = tf.reduce_any(tf.logical_and(equal_columns, earlier), axis=1)
+  return tf.logical_and(tf.logical_or(same, repeated[None, :]), tf.logical_not(own))
 
 
 def in_batch_logits(mention_encodings, entity_encodings, scale, mask=None):

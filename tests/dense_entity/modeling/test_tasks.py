@@ -30,11 +30,13 @@ def test_in_batch_softmax_loss_matches_hand_computation():
 
 
 def test_duplicate_entities_are_masked_and_loss_equals_deduplicated_batch():
-  # Rows 0 and 2 share 'Ore River': each must not see the other's column as a negative.
-  entities = tf.constant(["Ore River", "Port Alder", "Ore River", "Birch Cove"])
-  mask = tasks.duplicate_entity_mask(entities, entities).numpy()
+  # Rows 0 and 2 share 'Ore River': neither may see the other's column as a negative, and for
+  # rows 1 and 3 'Ore River' is one negative, not two (bug bank ex-03).
+  entities = ["Ore River", "Port Alder", "Ore River", "Birch Cove"]
+  mask = tasks.duplicate_entity_mask(tf.constant(entities), tf.constant(entities)).numpy()
   expected = np.zeros((4, 4), bool)
-  expected[0, 2] = expected[2, 0] = True
+  expected[0, 2] = expected[2, 0] = True  # the gold is no negative of itself
+  expected[1, 2] = expected[3, 2] = True  # the second 'Ore River' column
   np.testing.assert_array_equal(mask, expected)
 
   rng = np.random.default_rng(0)
@@ -43,19 +45,26 @@ def test_duplicate_entities_are_masked_and_loss_equals_deduplicated_batch():
   e[2] = e[0]  # same entity, same encoding
   masked = tasks.in_batch_softmax_loss(
       tasks.in_batch_logits(m, e, 5.0, tf.constant(mask)), tf.range(4)).numpy()
-  # Hand-built de-duplicated batches: rows 0 and 2 score against columns {own, 1, 3}.
+  # The de-duplicated batch, built without the mask: each distinct entity once, with its
+  # encoding; row i's label is its own entity.
+  distinct = list(dict.fromkeys(entities))
+  encodings = np.stack([e[entities.index(name)] for name in distinct])
   for row in range(4):
-    cols = [row] + [c for c in range(4) if c != row and not expected[row, c]]
-    logits = 5.0 * (m[row] @ e[cols].T)
-    ref = -(logits[0] - np.log(np.sum(np.exp(logits))))
-    np.testing.assert_allclose(masked[row], ref, rtol=1e-5)
+    logits = 5.0 * (m[row] @ encodings.T)
+    label = distinct.index(entities[row])
+    reference = -(logits[label] - np.log(np.sum(np.exp(logits))))
+    np.testing.assert_allclose(masked[row], reference, rtol=1e-5)
+  # The values of the bug report: the old mask gave 2.388 and 8.320 for rows 1 and 3.
+  np.testing.assert_allclose(masked[[1, 3]], [2.381, 8.007], atol=1e-3)
 
 
 def test_mask_offsets_own_column_for_replicas():
   rows = tf.constant(["B", "A"])
   cols = tf.constant(["A", "B", "B", "A"])  # global batch; rows are columns 2 and 3
   mask = tasks.duplicate_entity_mask(rows, cols, column_offset=2).numpy()
-  np.testing.assert_array_equal(mask, [[False, True, False, False], [True, False, False, False]])
+  # Row 0 (own column 2, 'B'): the other 'B' and the second 'A' are masked; row 1 (own column
+  # 3, 'A'): the other 'A' and the second 'B'.
+  np.testing.assert_array_equal(mask, [[False, True, False, True], [True, False, True, False]])
 
 
 def test_logistic_loss_matches_hand_computation():
