@@ -37,6 +37,8 @@ flags.DEFINE_float("learning_rate", None, "Override the preset's learning rate."
 flags.DEFINE_integer("eval_every", None, "Override steps between evaluations/checkpoints.")
 flags.DEFINE_bool("share_span_title_encoder", None, "One encoder for span and title.")
 flags.DEFINE_bool("char_ngrams", None, "Character trigrams in the span and title bags.")
+flags.DEFINE_bool("zero_init_buckets", None, "Hash-bucket rows start at zero (untouched ones "
+                  "stay zero) instead of random.")
 flags.DEFINE_integer("context_match_dim", None, "Width of the lexical context-description "
                      "channel (layers.ContextMatchEncoder); 0 leaves it out.")
 flags.DEFINE_float("context_match_weight", None, "Mixing weight of that channel, in (0, 1).")
@@ -53,7 +55,7 @@ def config_from_flags() -> config_lib.ExperimentConfig:
     cfg.glove_path = FLAGS.glove
   if FLAGS.vocab_size is not None:
     cfg.vocab_size = FLAGS.vocab_size
-  for name in ("share_span_title_encoder", "char_ngrams"):
+  for name in ("share_span_title_encoder", "char_ngrams", "zero_init_buckets"):
     if getattr(FLAGS, name) is not None:
       setattr(cfg.model, name, getattr(FLAGS, name))
   for name in ("context_match_dim", "context_match_weight", "name_match_dim",

@@ -179,6 +179,8 @@ class DualEncoder(tf.Module):
     self.text_featurizer = featurizer_lib.TextFeaturizer(model_config.num_buckets, vocabulary)
     self.embedding = layers.SharedEmbedding(self.text_featurizer.num_rows,
                                             model_config.embedding_dim, name="shared_embedding")
+    if model_config.zero_init_buckets:
+      self._zero_bucket_rows()
     if initial_embeddings is not None:
       self._init_vocabulary_rows(initial_embeddings)
     # Optionally one feed-forward layer encodes both the mention span and the entity title, so
@@ -222,6 +224,14 @@ class DualEncoder(tf.Module):
     when enabled)."""
     c = self.model_config
     return c.encoding_dim + max(c.context_match_dim, 0) + max(c.name_match_dim, 0)
+
+  def _zero_bucket_rows(self):
+    """Sets the hash-bucket rows [vocab_size, num_rows) of the shared table to zero
+    (config.ModelConfig.zero_init_buckets)."""
+    table = self.embedding.embeddings
+    v = self.text_featurizer.vocab_size
+    table.assign(tf.concat([tf.convert_to_tensor(table)[:v],
+                            tf.zeros([table.shape[0] - v, table.shape[1]], table.dtype)], 0))
 
   def _init_vocabulary_rows(self, vectors):
     vectors = tf.convert_to_tensor(vectors, tf.float32)

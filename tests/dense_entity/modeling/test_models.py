@@ -201,6 +201,29 @@ def test_char_ngrams_add_a_trigram_bag_to_span_and_title():
   assert plain.mention_encoder.span_encoder.dense.kernel.shape[0] == 2 * d
 
 
+def test_zero_init_buckets_leave_names_of_unseen_words_without_a_random_encoding():
+  cfg = config.get_preset("tiny").model
+  cfg.zero_init_buckets = True
+  vectors = np.arange(1, 2 * 5 + 1, dtype=np.float32).reshape(2, 5)
+  model = models.DualEncoder(cfg, vocabulary=["paris", "texas"], initial_embeddings=vectors)
+  table = model.embedding.embeddings.numpy()
+  # GloVe rows as given (scaled), every hash-bucket row zero.
+  assert np.all(np.linalg.norm(table[:2], axis=1) > 0)
+  assert not np.any(table[2:])
+  # A title of words never seen (bucket rows only) has a zero bag, so two such titles get the
+  # same title feature whatever their words, while a known word gives a different one.
+  f = model.text_featurizer
+  bags = [model.embedding(f(tf.constant([t]))[0]) for t in ("kruszyny rumunki", "afp xq",
+                                                            "paris")]
+  np.testing.assert_array_equal(bags[0], np.zeros_like(bags[0]))
+  np.testing.assert_array_equal(bags[1], np.zeros_like(bags[1]))
+  assert np.any(bags[2].numpy())
+  # The default is the paper's random initialisation.
+  plain = models.DualEncoder(config.get_preset("tiny").model, vocabulary=["paris", "texas"],
+                             initial_embeddings=vectors)
+  assert np.all(np.any(plain.embedding.embeddings.numpy()[2:] != 0, axis=1))
+
+
 def test_name_channel_scores_the_tfidf_cosine_of_span_and_title_trigrams():
   cfg = config.get_preset("tiny").model
   cfg.name_match_dim, cfg.name_match_weight = 64, 0.3
