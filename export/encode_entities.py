@@ -2,7 +2,7 @@
 
 Usage:
   python -m export.encode_entities --export_dir=WS/export --extract_dir=WS/extract \
-      --output_dir=WS/index [--kinds=brute_force,ah,ah_tree]
+      --output_dir=WS/index [--kinds=brute_force,ah,ah_tree] [--storage_dtype=auto]
 
 Writes WS/index/entity_encodings.npy, entity_titles.txt, one index directory per kind and
 indexes.json (dense_entity.retrieval.entity_encodings.encode_and_index), with a progress bar
@@ -25,6 +25,9 @@ def define_flags():
   flags.DEFINE_string("extract_dir", None, "Finished extraction (entities-* shards).")
   flags.DEFINE_string("output_dir", None, "Where encodings, titles and indexes go.")
   flags.DEFINE_list("kinds", ["brute_force", "ah", "ah_tree"], "Index kinds to build.")
+  flags.DEFINE_enum("storage_dtype", "auto", entity_encodings.STORAGE_DTYPES,
+                    "Stored encodings: auto (float16 above 1 GiB of float32), float32, "
+                    "float16.")
 
 
 def main(argv):
@@ -33,7 +36,8 @@ def main(argv):
   with tqdm(total=total, unit="entity", desc="encoding", smoothing=0.1) as bar:
     summary = entity_encodings.encode_and_index(FLAGS.export_dir, FLAGS.extract_dir,
                                                 FLAGS.output_dir, FLAGS.kinds,
-                                                progress=bar.update)
+                                                progress=bar.update,
+                                                storage_dtype=FLAGS.storage_dtype)
   for kind, info in summary["indexes"].items():
     print(f"{kind}: built as {info['effective_kind']} in {info['build_seconds']:.1f} s, "
           f"{info['index_bytes']} bytes -> {info['path']}")

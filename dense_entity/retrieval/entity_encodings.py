@@ -108,8 +108,27 @@ def _read_json(path: str, default):
     return json.load(f)
 
 
+STORAGE_DTYPES = ("auto", "float32", "float16")
+
+
+def storage_dtype_for(n: int, dim: int, storage_dtype: str = "auto") -> np.dtype:
+  """The dtype the `[n, dim]` encoding matrix is stored in: 'auto' is float16 when the float32
+  matrix would exceed index.FLOAT16_STORAGE_BYTES (1 GiB), else float32.
+
+  Raises:
+    ValueError: storage_dtype not in STORAGE_DTYPES.
+  """
+  if storage_dtype not in STORAGE_DTYPES:
+    raise ValueError(f"storage_dtype must be one of {STORAGE_DTYPES}, got {storage_dtype!r}")
+  if storage_dtype == "auto":
+    return np.dtype(np.float16 if 4 * n * dim > index_lib.FLOAT16_STORAGE_BYTES
+                    else np.float32)
+  return np.dtype(storage_dtype)
+
+
 def encode_kb(export_dir: str, extract_dir: str, output_dir: str, batch_size: int = 4096,
-              progress: Optional[Callable[[int], None]] = None) -> Tuple[np.ndarray, List[str]]:
+              progress: Optional[Callable[[int], None]] = None,
+              storage_dtype: str = "auto") -> Tuple[np.ndarray, List[str]]:
   """Encodes every KB entity into OUTPUT_DIR/entity_encodings.npy, streaming and resumable.
 
   Paper section 5.2: entities are encoded once by the entity tower; row i of the matrix is
@@ -122,6 +141,8 @@ def encode_kb(export_dir: str, extract_dir: str, output_dir: str, batch_size: in
     batch_size: entities per encoder call.
     progress: called with the number of entities encoded after each batch (also for shards
       skipped on resume, so a progress bar starts where the last run stopped).
+    storage_dtype: 'auto' (float16 above 1 GiB of float32, `storage_dtype_for`), 'float32'
+      or 'float16'.
 
   Returns:
     (encodings [n, dim] float32 or float16, memory-mapped read-only, L2-normalised rows;
@@ -130,20 +151,22 @@ def encode_kb(export_dir: str, extract_dir: str, output_dir: str, batch_size: in
 
   Raises:
     FileNotFoundError: the export or the extraction is not finished.
-    ValueError: an entity title appears twice.
+    ValueError: an entity title appears twice, or an unknown storage_dtype.
   """
+  if storage_dtype not in STORAGE_DTYPES:
+    raise ValueError(f"storage_dtype must be one of {STORAGE_DTYPES}, got {storage_dtype!r}")
   manifest = savedmodel.read_manifest(export_dir)
   fingerprint, dim = manifest["model_fingerprint"], int(manifest["encoding_dim"])
   files = records.record_files(extract_dir, schema.ENTITIES_PREFIX)
   work = os.path.join(output_dir, _WORK_DIR)
-  state = {"model_fingerprint": fingerprint, "dim": dim,
+  state = {"model_fingerprint": fingerprint, "dim": dim, "storage_dtype": storage_dtype,
            "files": [[os.path.abspath(f), os.path.getsize(f)] for f in files]}
   if _read_json(os.path.join(work, _STATE_FILE), None) != state:
     shutil.rmtree(work, ignore_errors=True)  # another model or KB: nothing to resume
   os.makedirs(work, exist_ok=True)
   titles, rows = _row_ids(extract_dir, files)
   n = len(titles)
-  dtype = np.float16 if 4 * n * dim > index_lib.FLOAT16_STORAGE_BYTES else np.float32
+  dtype = storage_dtype_for(n, dim, storage_dtype)
   partial = os.path.join(work, ENCODINGS_FILE)
   done = set(_read_json(os.path.join(work, _DONE_FILE), []))
   if not os.path.exists(os.path.join(work, _STATE_FILE)):
@@ -181,15 +204,18 @@ def encode_kb(export_dir: str, extract_dir: str, output_dir: str, batch_size: in
 
 
 def encode_and_index(export_dir: str, extract_dir: str, output_dir: str,
-                     kinds: Sequence[str] = ("brute_force",), progress=None) -> dict:
-  """Encodes the KB (`encode_kb`) and writes encodings, titles and indexes to `output_dir`.
+                     kinds: Sequence[str] = ("brute_force",), progress=None,
+                     storage_dtype: str = "auto") -> dict:
+  """Encodes the KB (`encode_kb`, storing `storage_dtype`) and writes encodings, titles and
+  indexes to `output_dir`.
 
   Returns:
     The index summary of index_builder.build_indexes.
   """
   manifest = savedmodel.read_manifest(export_dir)
   os.makedirs(output_dir, exist_ok=True)
-  encodings, titles = encode_kb(export_dir, extract_dir, output_dir, progress=progress)
+  encodings, titles = encode_kb(export_dir, extract_dir, output_dir, progress=progress,
+                                storage_dtype=storage_dtype)
   # The towers' encodings are used as they are: re-normalising would rank entities whose
   # lexical part is empty above the score the model was trained with (index module docstring).
   return index_builder.build_indexes(encodings, titles, output_dir, kinds,

@@ -86,6 +86,18 @@ def test_large_kbs_are_stored_as_float16(workspace, tmp_path, monkeypatch):
   np.testing.assert_allclose(encodings.astype(np.float32), expected, atol=1e-3)
 
 
+def test_storage_dtype_overrides_the_size_rule(workspace, tmp_path, monkeypatch):
+  extract, export = os.path.join(workspace, "extract"), os.path.join(workspace, "export")
+  monkeypatch.setattr(index_lib, "FLOAT16_STORAGE_BYTES", 0)  # 'auto' would store float16
+  encodings, _ = entity_encodings.encode_kb(export, extract, str(tmp_path / "f32"),
+                                            storage_dtype="float32")
+  assert encodings.dtype == np.float32
+  assert entity_encodings.storage_dtype_for(10, 4, "float16") == np.float16
+  assert entity_encodings.storage_dtype_for(10, 4) == np.float16  # 160 bytes > 0
+  with pytest.raises(ValueError, match="storage_dtype"):
+    entity_encodings.encode_kb(export, extract, str(tmp_path / "x"), storage_dtype="int8")
+
+
 def test_a_duplicate_title_is_an_error_naming_it(tmp_path):
   workspace = build_tiny_workspace(tmp_path / "ws")
   extract = os.path.join(workspace, "extract")
