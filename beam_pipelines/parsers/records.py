@@ -56,6 +56,7 @@ def mention_example(mention: MentionTuple, entity: Entity) -> tf.train.Example:
       schema.ENTITY_TITLE: _bytes_feature([entity.title]),
       schema.ENTITY_TEXT: _bytes_feature([entity.text]),
       schema.ENTITY_CATEGORIES: _bytes_feature(entity.categories),
+      schema.ENTITY_ALIASES: _bytes_feature(entity.aliases),
       schema.SOURCE_PAGE: _bytes_feature([source_page]),
       schema.MENTION_ID: _bytes_feature([mention_id]),
   }))

@@ -17,6 +17,7 @@ MENTION_SPEC = {
     schema.ENTITY_TITLE: _STRING,
     schema.ENTITY_TEXT: _STRING,
     schema.ENTITY_CATEGORIES: _STRINGS,
+    schema.ENTITY_ALIASES: _STRINGS,
     schema.SOURCE_PAGE: _STRING,
     schema.MENTION_ID: _STRING,
 }
@@ -25,6 +26,7 @@ ENTITY_SPEC = {
     schema.ENTITY_TITLE: _STRING,
     schema.ENTITY_TEXT: _STRING,
     schema.ENTITY_CATEGORIES: _STRINGS,
+    schema.ENTITY_ALIASES: _STRINGS,
 }
 
 
@@ -50,9 +52,12 @@ def record_files(extract_dir: str, prefix: str) -> List[str]:
 
 
 def _join_categories(features):
-  cats = features[schema.ENTITY_CATEGORIES]
-  features[schema.ENTITY_CATEGORIES] = tf.strings.reduce_join(
-      cats, axis=-1, separator=schema.CATEGORY_SEPARATOR)
+  """Joins the categories and the aliases of each record with '|' (records without aliases,
+  e.g. from older extractions, get '')."""
+  for name in (schema.ENTITY_CATEGORIES, schema.ENTITY_ALIASES):
+    if name in features:
+      features[name] = tf.strings.reduce_join(features[name], axis=-1,
+                                              separator=schema.CATEGORY_SEPARATOR)
   return features
 
 
@@ -72,8 +77,8 @@ def mention_dataset(files: List[str], batch_size: int, shuffle_buffer: int = 0,
       several workers).
 
   Returns:
-    A dataset of dicts: the 4 mention features and the 3 entity features as tf.string
-    `[batch]` (categories '|'-joined), plus SOURCE_PAGE and MENTION_ID.
+    A dataset of dicts: the 4 mention features and the 4 entity features as tf.string
+    `[batch]` (categories and aliases '|'-joined), plus SOURCE_PAGE and MENTION_ID.
   """
   ds = tf.data.Dataset.from_tensor_slices(files)
   if shard[0] > 1:
@@ -93,7 +98,8 @@ def mention_dataset(files: List[str], batch_size: int, shuffle_buffer: int = 0,
 
 
 def entity_dataset(files: List[str], batch_size: int) -> tf.data.Dataset:
-  """Batches of entity features (tf.string `[batch]` each, categories '|'-joined), file order."""
+  """Batches of entity features (tf.string `[batch]` each, categories and aliases
+  '|'-joined), file order."""
   ds = tf.data.TFRecordDataset(files).batch(batch_size)
   ds = ds.map(lambda x: _join_categories(tf.io.parse_example(x, ENTITY_SPEC)),
               num_parallel_calls=tf.data.AUTOTUNE)

@@ -5,7 +5,8 @@ here; WORKSPACE.md gives the paths and which stage writes and reads each file.
 
 Mention features follow Gillick et al. (2019), section 4.1: the span text, the 5 tokens left and
 right of it, and the sentence with the span replaced by `MENTION_MASK`. Entity features: title,
-first paragraph (plain text) and categories.
+first paragraph (plain text) and categories (the paper's), and aliases (redirect titles; read
+by the name channel only, modeling.config.ModelConfig.name_match_dim).
 """
 
 # The symbol that replaces the mention span in the sentence feature (one token for the featurizer).
@@ -28,10 +29,12 @@ MENTION_FEATURES = (MENTION_SPAN, MENTION_LEFT, MENTION_RIGHT, MENTION_SENTENCE)
 ENTITY_TITLE = "entity_title"  # bytes, normalized Wikipedia title (the entity id)
 ENTITY_TEXT = "entity_text"  # bytes, first paragraph as plain text ('' when unknown)
 ENTITY_CATEGORIES = "entity_categories"  # bytes list, normalized category names (no prefix)
-ENTITY_FEATURES = (ENTITY_TITLE, ENTITY_TEXT, ENTITY_CATEGORIES)
+# bytes list: redirect titles that resolve to this entity (its other names); '|'-joined like
+# the categories when read by tf.data (records.py)
+ENTITY_ALIASES = "entity_aliases"
+ENTITY_FEATURES = (ENTITY_TITLE, ENTITY_TEXT, ENTITY_CATEGORIES, ENTITY_ALIASES)
 
 # --- entity record only ---
-ENTITY_ALIASES = "entity_aliases"  # bytes list: redirect titles that resolve to this entity
 ENTITY_SOURCE = "entity_source"  # bytes list, any of: 'page', 'link_target', 'description'
 
 # --- mention record only ---

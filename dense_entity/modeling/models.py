@@ -105,8 +105,15 @@ class MentionEncoder(keras.layers.Layer):
 
 @keras.saving.register_keras_serializable(package="dense_entity")
 class EntityEncoder(keras.layers.Layer):
-  """psi(e): title, text (tf.string `[batch]`) and categories ('|'-joined tf.string `[batch]`)
-  -> `[batch, encoding_dim]`."""
+  """psi(e): title, text (tf.string `[batch]`), categories and aliases ('|'-joined tf.string
+  `[batch]` each) -> `[batch, encoding_dim]`.
+
+  The paper's features are title, text and categories (section 4.1). The aliases (redirect
+  titles, schema.ENTITY_ALIASES) are read by the name channel only: its vector is the TF-IDF
+  trigram vector of the title and the aliases together, as BM25 over titles and redirects
+  indexes an entity ('HTTP' finds 'Hypertext transfer protocol' by its redirect 'HTTP'). A
+  batch without the aliases feature (callers of older versions) reads as no aliases.
+  """
 
   def __init__(self, text_featurizer: featurizer_lib.TextFeaturizer,
                embedding: layers.SharedEmbedding, model_config: config_lib.ModelConfig,
@@ -152,6 +159,12 @@ class EntityEncoder(keras.layers.Layer):
       lexical = self.context_match(tf.concat([title_ids[0], text_ids[0]], axis=1),
                                    tf.concat([title_tokens, text_tokens], axis=1))
     if self.name_match is not None:
+      aliases = features.get(schema.ENTITY_ALIASES)
+      if aliases is not None:
+        # Title and aliases as one bag of names ('|' separates aliases; tokenize splits it).
+        names = tf.strings.join([features[schema.ENTITY_TITLE],
+                                 tf.strings.regex_replace(aliases, r"\|", " ")], " ")
+        grams = self.text_featurizer.char_ngrams(featurizer_lib.tokenize(names))
       name = self.name_match(grams[1], grams[0])
     return _combine(encoding, self.context_match, lexical, self.name_match, name)
 

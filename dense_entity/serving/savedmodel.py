@@ -114,12 +114,18 @@ def read_manifest(export_dir: str) -> dict:
     return json.load(f)
 
 
+# Inputs a caller may leave out: the entity's aliases (schema.ENTITY_ALIASES, read by the name
+# channel only), so callers that pass the paper's three entity features keep working.
+OPTIONAL_INPUTS = frozenset({schema.ENTITY_ALIASES})
+
+
 class Encoder:
   """A loaded encoder SavedModel: `encoder(features) -> float32 np.ndarray [batch, dim]`.
 
   Args (of __call__):
     features: dict from input name to a list / array of `batch` strings; every input of the
-      signature is required.
+      signature is required except those of OPTIONAL_INPUTS (the entity's aliases), which
+      read as '' when absent.
 
   Raises:
     ValueError: naming the missing inputs or when inputs differ in length.
@@ -134,13 +140,17 @@ class Encoder:
     self.input_names = sorted(self._fn.structured_input_signature[1])
 
   def __call__(self, features: Dict[str, object], batch_size: int = 1024) -> np.ndarray:
-    missing = [n for n in self.input_names if n not in features]
+    missing = [n for n in self.input_names
+               if n not in features and n not in OPTIONAL_INPUTS]
     if missing:
       raise ValueError(f"{self.path}: missing inputs {missing}; expected {self.input_names}")
-    sizes = {len(features[n]) for n in self.input_names}
+    given = [n for n in self.input_names if n in features]
+    sizes = {len(features[n]) for n in given}
     if len(sizes) != 1:
       raise ValueError(f"{self.path}: inputs have different lengths {sorted(sizes)}")
     n = sizes.pop()
+    features = {**{name: [""] * n for name in self.input_names if name not in features},
+                **features}
     out = []
     for start in range(0, n, batch_size):
       batch = {name: tf.constant(list(features[name][start:start + batch_size]), tf.string)

@@ -78,7 +78,8 @@ def kb_document_frequencies(text_featurizer, entity_files: List[str], batch_size
 
   Returns:
     {"context": (df of unigram rows over 'title text', entities with a token)} and, with
-    `names`, "names": (df of character-trigram rows over titles, entities with a trigram),
+    `names`, "names": (df of character-trigram rows over each entity's title and aliases,
+    entities with a trigram),
     each df int64 `[num_rows]`, counting an entity once per row.
   """
   rows = text_featurizer.num_rows
@@ -96,8 +97,11 @@ def kb_document_frequencies(text_featurizer, entity_files: List[str], batch_size
     texts = tf.strings.join([batch[schema.ENTITY_TITLE], batch[schema.ENTITY_TEXT]], " ")
     out = {"context": distinct_rows(text_featurizer(texts)[0])}
     if names:
+      # The names the name channel reads: title and aliases (models.EntityEncoder).
+      names_text = tf.strings.join([batch[schema.ENTITY_TITLE], tf.strings.regex_replace(
+          batch[schema.ENTITY_ALIASES], r"\|", " ")], " ")
       out["names"] = distinct_rows(text_featurizer.char_ngram_ids(
-          featurizer_lib.tokenize(batch[schema.ENTITY_TITLE])))
+          featurizer_lib.tokenize(names_text)))
     return out
 
   counts = {key: [np.zeros(rows, np.int64), 0]

@@ -124,6 +124,13 @@ def test_entities(run_output):
   assert entities["Zug"][schema.ENTITY_SOURCE] == ["description"]
   assert entities["Quarry Notes"][schema.ENTITY_TEXT] == ""
   assert entities["Quarry Notes"][schema.ENTITY_SOURCE] == ["page"]
+  # Mention records carry their gold entity's aliases too (the name channel reads them).
+  mentions = [_single(m) for prefix in (schema.TRAIN_MENTIONS_PREFIX,
+                                        schema.HELDOUT_MENTIONS_PREFIX)
+              for m in _read_records(out, prefix)]
+  to_ore = [m for m in mentions if m[schema.ENTITY_TITLE] == "Ore River"]
+  assert to_ore and all(m[schema.ENTITY_ALIASES] == ["Ore Stream", "Ore brook", "Ore creek"]
+                        for m in to_ore)
 
 
 def test_mentions_split_and_features(run_output, inputs):

@@ -255,6 +255,38 @@ def test_name_channel_scores_the_tfidf_cosine_of_span_and_title_trigrams():
   assert 0.2 < cos[4] < 0.9
 
 
+def test_name_channel_reads_the_aliases_of_the_entity_beside_its_title():
+  cfg = config.get_preset("tiny").model
+  cfg.name_match_dim, cfg.name_match_weight = 64, 0.3
+  model = models.DualEncoder(cfg)
+  model.name_match.set_document_frequencies(np.ones(model.text_featurizer.num_rows), 3)
+  d = cfg.encoding_dim
+  span = model.mention_encoder({**{n: tf.constant([""]) for n in schema.MENTION_FEATURES},
+                                schema.MENTION_SPAN: tf.constant(["HTTP"])}).numpy()[0, d:]
+
+  def name_part(aliases):
+    features = {schema.ENTITY_TITLE: tf.constant(["Hypertext transfer protocol"]),
+                schema.ENTITY_TEXT: tf.constant([""]),
+                schema.ENTITY_CATEGORIES: tf.constant([""])}
+    if aliases is not None:
+      features[schema.ENTITY_ALIASES] = tf.constant([aliases])
+    return model.entity_encoder(features).numpy()[0, d:]
+
+  # No shared trigram without the alias; with the redirect 'HTTP' the entity's name vector
+  # holds the span's trigrams (diluted by the title's: cosine below 1).
+  without, empty = name_part(None), name_part("")
+  np.testing.assert_allclose(without, empty, atol=1e-6)
+  with_alias = name_part("HTTP|Http/1.1")
+  assert abs(float(span @ without)) < 0.05
+  assert 0.3 * 0.3 < float(span @ with_alias) < 0.3
+  # The learned part does not read the aliases.
+  full = lambda a: model.entity_encoder({  # noqa: E731
+      schema.ENTITY_TITLE: tf.constant(["Hypertext transfer protocol"]),
+      schema.ENTITY_TEXT: tf.constant([""]), schema.ENTITY_CATEGORIES: tf.constant([""]),
+      schema.ENTITY_ALIASES: tf.constant([a])}).numpy()[0, :d]
+  np.testing.assert_allclose(full(""), full("HTTP"), atol=1e-6)
+
+
 def test_channel_weights_that_leave_nothing_for_the_learned_part_are_refused():
   cfg = config.get_preset("tiny")
   cfg.model.context_match_dim, cfg.model.context_match_weight = 8, 0.5
