@@ -116,7 +116,7 @@ def parse_entity(serialized: bytes):
   ex = tf.train.Example.FromString(serialized)
   return ((_strings(ex, schema.ENTITY_TITLE) or [""])[0],
           ((_strings(ex, schema.ENTITY_TEXT) or [""])[0],
-           _strings(ex, schema.ENTITY_CATEGORIES)))
+           _strings(ex, schema.ENTITY_CATEGORIES), _strings(ex, schema.ENTITY_ALIASES)))
 
 
 class MineFn(beam.DoFn):
@@ -175,11 +175,11 @@ class MineFn(beam.DoFn):
 
 
 def pair_example(mention: Dict[str, str], title: str, text: str, categories: List[str],
-                 round_: int) -> tf.train.Example:
+                 round_: int, aliases: Sequence[str] = ()) -> tf.train.Example:
   feats = {n: _bytes([mention[n]]) for n in schema.MENTION_FEATURES}
   feats.update({
       schema.ENTITY_TITLE: _bytes([title]), schema.ENTITY_TEXT: _bytes([text]),
-      schema.ENTITY_CATEGORIES: _bytes(categories),
+      schema.ENTITY_CATEGORIES: _bytes(categories), schema.ENTITY_ALIASES: _bytes(aliases),
       schema.GOLD_ENTITY: _bytes([mention[schema.ENTITY_TITLE]]),
       schema.MENTION_ID: _bytes([mention[schema.MENTION_ID]]),
       schema.PAIR_LABEL: _int(0), schema.MINING_ROUND: _int(round_)})
@@ -193,9 +193,9 @@ def _join(element):
     Metrics.counter(_NAMESPACE, "negatives_dropped_entity_not_in_kb").inc(
         len(list(grouped["negative"])))
     return
-  text, categories = entities[0]
+  text, categories, aliases = entities[0]
   for mention, round_ in grouped["negative"]:
-    ex = pair_example(mention, title, text, categories, round_)
+    ex = pair_example(mention, title, text, categories, round_, aliases)
     yield f"{mention[schema.MENTION_ID]}\t{title}", (round_, ex.SerializeToString())
 
 
