@@ -18,7 +18,9 @@ def _demo(args):
                 mining_rounds=args.mining_rounds, steps_per_round=args.steps_per_round,
                 share_span_title_encoder=args.share_span_title_encoder,
                 context_match_dim=args.context_match_dim,
-                context_match_weight=args.context_match_weight)
+                context_match_weight=args.context_match_weight,
+                char_ngrams=args.char_ngrams or None, name_match_dim=args.name_match_dim,
+                name_match_weight=args.name_match_weight)
 
 
 def _read_link_inputs(texts: Sequence[str], stdin: TextIO):
@@ -132,6 +134,13 @@ def build_parser() -> argparse.ArgumentParser:
                     "the preset's value unless given; 0 leaves it out)")
   demo.add_argument("--context_match_weight", type=float,
                     help="mixing weight of that channel, in (0, 1)")
+  demo.add_argument("--char_ngrams", action="store_true",
+                    help="character trigrams in the span and title bags (not in the paper)")
+  demo.add_argument("--name_match_dim", type=int,
+                    help="width of the lexical name channel: character trigrams of the span "
+                    "vs the entity's title and aliases (not in the paper; 0: none)")
+  demo.add_argument("--name_match_weight", type=float,
+                    help="mixing weight of the name channel, in (0, 1)")
   demo.set_defaults(fn=_demo)
 
   link = sub.add_parser(

@@ -250,6 +250,8 @@ class TrainRound0(Stage):
   share_span_title_encoder: bool
   context_match_dim: Optional[int]
   context_match_weight: Optional[float]
+  # Other config.ModelConfig fields set over the preset's ({} keeps the preset).
+  model_overrides: dict = dataclasses.field(default_factory=dict)
   timing = "train"
 
   @property
@@ -275,6 +277,10 @@ class TrainRound0(Stage):
       cfg.model.context_match_dim = self.context_match_dim
     if self.context_match_weight is not None:
       cfg.model.context_match_weight = self.context_match_weight
+    for name, value in self.model_overrides.items():
+      if not hasattr(cfg.model, name):
+        raise ValueError(f"unknown model setting {name!r}")
+      setattr(cfg.model, name, value)
     trainer = trainer_lib.Trainer(cfg, state.ws.extract, state.ws.model)
     if self.train_steps is not None:
       # A resumed run keeps the config saved in model_dir; the step budget may still be raised.
@@ -519,7 +525,9 @@ def run_demo(workspace: str, inputs: Optional[Sequence[str]] = None,
              mining_rounds: int = 0, steps_per_round: int = 1000,
              share_span_title_encoder: bool = False,
              context_match_dim: Optional[int] = None,
-             context_match_weight: Optional[float] = None) -> dict:
+             context_match_weight: Optional[float] = None,
+             char_ngrams: Optional[bool] = None, name_match_dim: Optional[int] = None,
+             name_match_weight: Optional[float] = None) -> dict:
   """Runs extract, train, export, encode + index, evaluate into `workspace`.
 
   The stages, in order: Extract, TrainRound0, one Round per mining round 0..mining_rounds
@@ -547,6 +555,8 @@ def run_demo(workspace: str, inputs: Optional[Sequence[str]] = None,
     share_span_title_encoder: one encoder for span and title (config.ModelConfig).
     context_match_dim, context_match_weight: the lexical context-description channel
       (config.ModelConfig); the preset's values when None.
+    char_ngrams, name_match_dim, name_match_weight: character trigrams of names and the
+      lexical name channel (config.ModelConfig); the preset's values when None.
 
   Returns:
     The evaluation report (also in WS/reports/eval.json).
@@ -563,7 +573,11 @@ def run_demo(workspace: str, inputs: Optional[Sequence[str]] = None,
   stages = [
       Extract(inputs, files, heldout_fraction, descriptions, titles, redirects_tsv),
       TrainRound0(preset, train_steps, glove, share_span_title_encoder, context_match_dim,
-                  context_match_weight),
+                  context_match_weight,
+                  {name: value for name, value in (("char_ngrams", char_ngrams),
+                                                   ("name_match_dim", name_match_dim),
+                                                   ("name_match_weight", name_match_weight))
+                   if value is not None}),
       *(Round.make(r, mining_rounds, steps_per_round, index_kinds, datasets)
         for r in range(mining_rounds + 1)),
       ContextProbes(),

@@ -41,6 +41,7 @@ import dataclasses
 import json
 import logging
 import math
+import mmap
 import os
 import shutil
 import tempfile
@@ -230,7 +231,28 @@ def _check_encodings(encodings: Any, normalize: bool = True) -> Tuple[np.ndarray
   if num_zero:
     logging.warning("%d of %d entity encodings have zero norm; they score 0.0 against every "
                     "query (first rows %s).", num_zero, x.shape[0], first_zero[:5])
+  release_mapped_pages(x)
   return out, num_zero
+
+
+def release_mapped_pages(x: np.ndarray) -> bool:
+  """Drops the pages of the file mapping behind `x` (a np.memmap, or a view of one) from this
+  process's resident memory; they stay in the page cache and are read again on access.
+
+  Once the float32 copy is made, the float16 file's pages (2.9 GB at 4.5M x 320) would
+  otherwise count towards the peak resident memory of a ScaNN build. Returns whether a
+  mapping was found.
+  """
+  base = x
+  while base is not None and not isinstance(base, mmap.mmap):
+    base = getattr(base, "_mmap", None) or getattr(base, "base", None)
+  if base is None or not hasattr(base, "madvise"):
+    return False
+  try:
+    base.madvise(mmap.MADV_DONTNEED)
+  except (OSError, ValueError):
+    return False
+  return True
 
 
 def _to_float32(x: np.ndarray) -> np.ndarray:
