@@ -45,6 +45,8 @@ flags.DEFINE_float("context_match_weight", None, "Mixing weight of that channel,
 flags.DEFINE_integer("name_match_dim", None, "Width of the lexical name channel (character "
                      "trigrams of span and title; 0: none).")
 flags.DEFINE_float("name_match_weight", None, "Mixing weight of the name channel, in (0, 1).")
+flags.DEFINE_float("name_match_alias_weight", None, "Weight of the entity's aliases beside its "
+                   "title in the name channel (0: title only).")
 flags.DEFINE_string("hard_negatives", None, "Directory of a mining round's output "
                     "(WS/negatives/round_N): train with the softmax and logistic tasks.")
 
@@ -59,7 +61,7 @@ def config_from_flags() -> config_lib.ExperimentConfig:
     if getattr(FLAGS, name) is not None:
       setattr(cfg.model, name, getattr(FLAGS, name))
   for name in ("context_match_dim", "context_match_weight", "name_match_dim",
-               "name_match_weight"):
+               "name_match_weight", "name_match_alias_weight"):
     if getattr(FLAGS, name) is not None:
       setattr(cfg.model, name, getattr(FLAGS, name))
   for name in ("train_steps", "batch_size", "learning_rate", "eval_every"):

@@ -43,6 +43,9 @@ class ModelConfig:
       does; it matches names never seen in training and their spelling variants.
     name_match_weight: its mixing weight, in (0, 1); with both channels the learned part
       weighs 1 - context_match_weight - name_match_weight (> 0).
+    name_match_alias_weight: weight of the entity's aliases (redirect titles) in its name
+      vector: unit(title trigrams) + this * unit(alias trigrams), normalised (0: title only;
+      models.EntityEncoder).
     zero_init_buckets: hash-bucket rows of the shared table (out-of-vocabulary unigrams, all
       bigrams, character trigrams) start at zero instead of random (not in the paper). A
       bucket no training example touches then stays zero, so a name made only of words never
@@ -63,6 +66,7 @@ class ModelConfig:
   char_ngrams: bool = False
   name_match_dim: int = 0
   name_match_weight: float = 0.25
+  name_match_alias_weight: float = 0.5
   zero_init_buckets: bool = False
 
 
@@ -153,6 +157,8 @@ def validate(config: ExperimentConfig) -> None:
                      f"{m.name_match_dim}")
   if m.name_match_dim and not 0.0 < m.name_match_weight < 1.0:
     raise ValueError(f"name_match_weight must be in (0, 1), got {m.name_match_weight}")
+  if m.name_match_alias_weight < 0:
+    raise ValueError(f"name_match_alias_weight must be >= 0, got {m.name_match_alias_weight}")
   lexical = ((m.context_match_weight if m.context_match_dim else 0.0)
              + (m.name_match_weight if m.name_match_dim else 0.0))
   if lexical >= 1.0:

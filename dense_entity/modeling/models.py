@@ -109,10 +109,11 @@ class EntityEncoder(keras.layers.Layer):
   `[batch]` each) -> `[batch, encoding_dim]`.
 
   The paper's features are title, text and categories (section 4.1). The aliases (redirect
-  titles, schema.ENTITY_ALIASES) are read by the name channel only: its vector is the TF-IDF
-  trigram vector of the title and the aliases together, as BM25 over titles and redirects
-  indexes an entity ('HTTP' finds 'Hypertext transfer protocol' by its redirect 'HTTP'). A
-  batch without the aliases feature (callers of older versions) reads as no aliases.
+  titles, schema.ENTITY_ALIASES) are read by the name channel only: its vector is the unit
+  TF-IDF trigram vector of the title plus `name_match_alias_weight` times that of all the
+  aliases, normalised again, so a redirect ('HTTP' for 'Hypertext transfer protocol') matches
+  while the title stays the closest name. A batch without the aliases feature (callers of
+  older versions) reads as no aliases.
   """
 
   def __init__(self, text_featurizer: featurizer_lib.TextFeaturizer,
@@ -136,6 +137,7 @@ class EntityEncoder(keras.layers.Layer):
                                                       name="description")
     self.entity_encoder = layers.CompoundEncoder(c.hidden_dim, c.encoding_dim, name="entity")
     self.char_ngrams = c.char_ngrams
+    self.name_match_alias_weight = float(c.name_match_alias_weight)
 
   def call(self, features: Dict[str, tf.Tensor]) -> tf.Tensor:
     text_tokens, *text_ids = self.text_featurizer.featurize(features[schema.ENTITY_TEXT])
@@ -159,13 +161,18 @@ class EntityEncoder(keras.layers.Layer):
       lexical = self.context_match(tf.concat([title_ids[0], text_ids[0]], axis=1),
                                    tf.concat([title_tokens, text_tokens], axis=1))
     if self.name_match is not None:
-      aliases = features.get(schema.ENTITY_ALIASES)
-      if aliases is not None:
-        # Title and aliases as one bag of names ('|' separates aliases; tokenize splits it).
-        names = tf.strings.join([features[schema.ENTITY_TITLE],
-                                 tf.strings.regex_replace(aliases, r"\|", " ")], " ")
-        grams = self.text_featurizer.char_ngrams(featurizer_lib.tokenize(names))
       name = self.name_match(grams[1], grams[0])
+      aliases = features.get(schema.ENTITY_ALIASES)
+      if aliases is not None and self.name_match_alias_weight > 0:
+        # The aliases' trigram vector ('|' separates aliases; tokenize splits there), added to
+        # the title's at a lower weight: one bag of all names would dilute the title of an
+        # entity with many redirects ('Germany': 'German art' outranked it for 'Germany').
+        alias_grams = self.text_featurizer.char_ngrams(featurizer_lib.tokenize(
+            tf.strings.regex_replace(aliases, r"\|", " ")))
+        name = tf.math.l2_normalize(
+            name + self.name_match_alias_weight * self.name_match(alias_grams[1],
+                                                                  alias_grams[0]),
+            axis=-1, epsilon=1e-12)
     return _combine(encoding, self.context_match, lexical, self.name_match, name)
 
 

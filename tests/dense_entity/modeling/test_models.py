@@ -272,13 +272,32 @@ def test_name_channel_reads_the_aliases_of_the_entity_beside_its_title():
       features[schema.ENTITY_ALIASES] = tf.constant([aliases])
     return model.entity_encoder(features).numpy()[0, d:]
 
-  # No shared trigram without the alias; with the redirect 'HTTP' the entity's name vector
-  # holds the span's trigrams (diluted by the title's: cosine below 1).
+  # No shared trigram without the alias. With the redirect 'HTTP' the name vector is
+  # unit(title) + 0.5 unit(aliases), normalised: the span's cosine with it is positive and
+  # about 0.5 / sqrt(1 + 0.5^2) at most (title and aliases near orthogonal; hashing into 64
+  # dimensions moves it a little), times the channel's weight.
   without, empty = name_part(None), name_part("")
   np.testing.assert_allclose(without, empty, atol=1e-6)
   with_alias = name_part("HTTP|Http/1.1")
   assert abs(float(span @ without)) < 0.05
-  assert 0.3 * 0.3 < float(span @ with_alias) < 0.3
+  assert 0.05 < float(span @ with_alias) < 0.3 * 0.5
+  # Many aliases do not dilute the title: a span equal to the title keeps a cosine of at
+  # least 1 / sqrt(1 + 0.5^2) with the name vector ('Germany' and its 100 redirects).
+  title_span = model.mention_encoder({
+      **{n: tf.constant([""]) for n in schema.MENTION_FEATURES},
+      schema.MENTION_SPAN: tf.constant(["Hypertext transfer protocol"])}).numpy()[0, d:]
+  many = name_part("|".join(f"Alias number {i} xq{i}" for i in range(100)))
+  assert float(title_span @ many) >= 0.3 / 1.25 ** 0.5 - 1e-3
+  # name_match_alias_weight 0 reads the title only.
+  cfg.name_match_alias_weight = 0.0
+  title_only = models.DualEncoder(cfg)
+  title_only.name_match.set_document_frequencies(np.ones(model.text_featurizer.num_rows), 3)
+  features = {schema.ENTITY_TITLE: tf.constant(["Hypertext transfer protocol"]),
+              schema.ENTITY_TEXT: tf.constant([""]), schema.ENTITY_CATEGORIES: tf.constant([""])}
+  np.testing.assert_allclose(
+      title_only.entity_encoder({**features,
+                                 schema.ENTITY_ALIASES: tf.constant(["HTTP"])}).numpy()[0, d:],
+      title_only.entity_encoder(features).numpy()[0, d:], atol=1e-6)
   # The learned part does not read the aliases.
   full = lambda a: model.entity_encoder({  # noqa: E731
       schema.ENTITY_TITLE: tf.constant(["Hypertext transfer protocol"]),
