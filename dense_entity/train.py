@@ -57,10 +57,8 @@ def config_from_flags() -> config_lib.ExperimentConfig:
     cfg.glove_path = FLAGS.glove
   if FLAGS.vocab_size is not None:
     cfg.vocab_size = FLAGS.vocab_size
-  for name in ("share_span_title_encoder", "char_ngrams", "zero_init_buckets"):
-    if getattr(FLAGS, name) is not None:
-      setattr(cfg.model, name, getattr(FLAGS, name))
-  for name in ("context_match_dim", "context_match_weight", "name_match_dim",
+  for name in ("share_span_title_encoder", "char_ngrams", "zero_init_buckets",
+               "context_match_dim", "context_match_weight", "name_match_dim",
                "name_match_weight", "name_match_alias_weight"):
     if getattr(FLAGS, name) is not None:
       setattr(cfg.model, name, getattr(FLAGS, name))

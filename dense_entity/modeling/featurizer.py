@@ -11,6 +11,7 @@ featurize with the same graph; nothing in Python re-implements it. Hashing uses
 never Python's `hash()`.
 """
 
+import re
 from typing import Optional, Sequence, Tuple
 
 import keras
@@ -33,6 +34,12 @@ CHAR_NGRAM_WIDTH = 3
 # Character n-grams of a token are taken over '<' + token + '>' (boundaries, as fastText does)
 # and hashed with this prefix, so the n-gram 'the' and the word 'the' get different buckets.
 _CHAR_NGRAM_PREFIX = "\x01"
+
+
+def alias_text(aliases: tf.Tensor) -> tf.Tensor:
+  """'|'-joined aliases (schema.ENTITY_ALIASES as tf.data reads it) -> one text of them, the
+  separators made spaces, so `tokenize` splits between aliases. tf.string `[batch]`."""
+  return tf.strings.regex_replace(aliases, re.escape(schema.CATEGORY_SEPARATOR), " ")
 
 
 def tokenize(texts: tf.Tensor) -> tf.RaggedTensor:

@@ -215,10 +215,6 @@ class ContextMatchEncoder(keras.layers.Layer):
     summed = tf.math.unsorted_segment_sum(idf * sign, segments, nrows * self.dim)
     return tf.math.l2_normalize(tf.reshape(summed, [-1, self.dim]), axis=-1, epsilon=1e-12)
 
-  def combine(self, dense: tf.Tensor, lexical: tf.Tensor) -> tf.Tensor:
-    """[sqrt(1 - w) * l2n(dense), sqrt(w) * lexical]: float32 `[batch, d + dim]`, norm <= 1."""
-    return combine_channels(dense, [(self.weight, lexical)])
-
   def set_document_frequencies(self, document_frequency, num_documents: int) -> None:
     """Sets IDF weights log((1 + N) / (1 + df)) + 1 for rows with df > 0, and 0 elsewhere.
 

@@ -71,12 +71,9 @@ class MentionEncoder(keras.layers.Layer):
   def encode_feature(self, name, texts):
     return self.feature_encoders[name](self.text_featurizer(texts))
 
-  def encode_span(self, texts):
-    """The span's encoding; with config char_ngrams its character trigrams join the bag."""
-    return self._encode_span(texts)[0]
-
   def _encode_span(self, texts):
-    """(span encoding, the span's name-channel vector or None)."""
+    """(span encoding, the span's name-channel vector or None); with config char_ngrams the
+    span's character trigrams join its bag."""
     tokens, unigram_ids, bigram_ids = self.text_featurizer.featurize(texts)
     bags = (unigram_ids, bigram_ids)
     grams = None
@@ -164,11 +161,11 @@ class EntityEncoder(keras.layers.Layer):
       name = self.name_match(grams[1], grams[0])
       aliases = features.get(schema.ENTITY_ALIASES)
       if aliases is not None and self.name_match_alias_weight > 0:
-        # The aliases' trigram vector ('|' separates aliases; tokenize splits there), added to
-        # the title's at a lower weight: one bag of all names would dilute the title of an
-        # entity with many redirects ('Germany': 'German art' outranked it for 'Germany').
-        alias_grams = self.text_featurizer.char_ngrams(featurizer_lib.tokenize(
-            tf.strings.regex_replace(aliases, r"\|", " ")))
+        # The aliases' trigram vector, added to the title's at a lower weight: one bag of all
+        # names would dilute the title of an entity with many redirects ('Germany': 'German
+        # art' outranked it for 'Germany').
+        alias_grams = self.text_featurizer.char_ngrams(
+            featurizer_lib.tokenize(featurizer_lib.alias_text(aliases)))
         name = tf.math.l2_normalize(
             name + self.name_match_alias_weight * self.name_match(alias_grams[1],
                                                                   alias_grams[0]),

@@ -111,6 +111,11 @@ def _read_json(path: str, default):
 STORAGE_DTYPES = ("auto", "float32", "float16")
 
 
+def _check_storage_dtype(storage_dtype: str) -> None:
+  if storage_dtype not in STORAGE_DTYPES:
+    raise ValueError(f"storage_dtype must be one of {STORAGE_DTYPES}, got {storage_dtype!r}")
+
+
 def storage_dtype_for(n: int, dim: int, storage_dtype: str = "auto") -> np.dtype:
   """The dtype the `[n, dim]` encoding matrix is stored in: 'auto' is float16 when the float32
   matrix would exceed index.FLOAT16_STORAGE_BYTES (1 GiB), else float32.
@@ -118,8 +123,7 @@ def storage_dtype_for(n: int, dim: int, storage_dtype: str = "auto") -> np.dtype
   Raises:
     ValueError: storage_dtype not in STORAGE_DTYPES.
   """
-  if storage_dtype not in STORAGE_DTYPES:
-    raise ValueError(f"storage_dtype must be one of {STORAGE_DTYPES}, got {storage_dtype!r}")
+  _check_storage_dtype(storage_dtype)
   if storage_dtype == "auto":
     return np.dtype(np.float16 if 4 * n * dim > index_lib.FLOAT16_STORAGE_BYTES
                     else np.float32)
@@ -153,8 +157,7 @@ def encode_kb(export_dir: str, extract_dir: str, output_dir: str, batch_size: in
     FileNotFoundError: the export or the extraction is not finished.
     ValueError: an entity title appears twice, or an unknown storage_dtype.
   """
-  if storage_dtype not in STORAGE_DTYPES:
-    raise ValueError(f"storage_dtype must be one of {STORAGE_DTYPES}, got {storage_dtype!r}")
+  _check_storage_dtype(storage_dtype)  # before any work, not only when the dtype is chosen
   manifest = savedmodel.read_manifest(export_dir)
   fingerprint, dim = manifest["model_fingerprint"], int(manifest["encoding_dim"])
   files = records.record_files(extract_dir, schema.ENTITIES_PREFIX)

@@ -98,8 +98,8 @@ def kb_document_frequencies(text_featurizer, entity_files: List[str], batch_size
     out = {"context": distinct_rows(text_featurizer(texts)[0])}
     if names:
       # The names the name channel reads: title and aliases (models.EntityEncoder).
-      names_text = tf.strings.join([batch[schema.ENTITY_TITLE], tf.strings.regex_replace(
-          batch[schema.ENTITY_ALIASES], r"\|", " ")], " ")
+      names_text = tf.strings.join([batch[schema.ENTITY_TITLE],
+                                    featurizer_lib.alias_text(batch[schema.ENTITY_ALIASES])], " ")
       out["names"] = distinct_rows(text_featurizer.char_ngram_ids(
           featurizer_lib.tokenize(names_text)))
     return out
