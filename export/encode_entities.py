@@ -28,6 +28,10 @@ def define_flags():
   flags.DEFINE_enum("storage_dtype", "auto", entity_encodings.STORAGE_DTYPES,
                     "Stored encodings: auto (float16 above 1 GiB of float32), float32, "
                     "float16.")
+  flags.DEFINE_integer("max_names_per_entity",
+                       entity_encodings.DEFAULT_MAX_NAMES_PER_ENTITY,
+                       "Name rows per entity (its aliases, each a row of its own; retrieval "
+                       "scores an entity by its best row); 0: one row per entity.")
 
 
 def main(argv):
@@ -37,7 +41,8 @@ def main(argv):
     summary = entity_encodings.encode_and_index(FLAGS.export_dir, FLAGS.extract_dir,
                                                 FLAGS.output_dir, FLAGS.kinds,
                                                 progress=bar.update,
-                                                storage_dtype=FLAGS.storage_dtype)
+                                                storage_dtype=FLAGS.storage_dtype,
+                                                max_names_per_entity=FLAGS.max_names_per_entity)
   for kind, info in summary["indexes"].items():
     print(f"{kind}: built as {info['effective_kind']} in {info['build_seconds']:.1f} s, "
           f"{info['index_bytes']} bytes -> {info['path']}")

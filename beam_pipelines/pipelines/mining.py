@@ -141,8 +141,8 @@ class MineFn(beam.DoFn):
     manifest = savedmodel.read_manifest(self._export_dir)
     self._encoder = savedmodel.load_encoder(
         os.path.join(self._export_dir, savedmodel.MENTION_ENCODER_DIR))
-    self._index = index_lib.EntityIndex.load(
-        os.path.join(self._index_dir, self._index_kind),
+    self._index = index_lib.load_index(
+        self._index_dir, self._index_kind,
         expected_model_fingerprint=manifest["model_fingerprint"],
         expected_dim=manifest["encoding_dim"])
     self._titles = index_builder.read_titles(

@@ -67,8 +67,8 @@ class Retrievers:
   def __init__(self, ws: Workspace, index_kind: str = "brute_force"):
     manifest = savedmodel.read_manifest(ws.export)
     self.titles = index_builder.read_titles(os.path.join(ws.index, index_lib.TITLES_FILENAME))
-    self.index = index_lib.EntityIndex.load(
-        os.path.join(ws.index, index_kind),
+    self.index = index_lib.load_index(
+        ws.index, index_kind,
         expected_model_fingerprint=manifest["model_fingerprint"],
         expected_dim=manifest["encoding_dim"])
     self.mention_encoder = savedmodel.load_encoder(

@@ -25,7 +25,8 @@ Usage:
   dense-entity tradeoff --workspace WS
 
 Writes WS/reports/tradeoff.json (atomically):
-  {"num_mentions", "num_in_kb", "num_entities", "k", "model_fingerprint", "cpu_count",
+  {"num_mentions", "num_in_kb", "num_entities", "num_rows" (index rows: entities and name
+   rows), "k", "model_fingerprint", "cpu_count",
    "thread_env",
    "encode_ms_per_mention", "indexes": {kind: {"effective_kind", "fallback_reason",
    "single_ms_per_mention", "single_queries", "batched_ms_per_mention", "recall@1",
@@ -145,9 +146,10 @@ def measure_tradeoff(root: str, kinds: Sequence[str] = DEFAULT_KINDS, k: int = 1
   exact_dir = os.path.join(ws.index, index_lib.BRUTE_FORCE)
   exact = None
   if index_lib.BRUTE_FORCE not in kinds and os.path.isdir(exact_dir):
-    exact = index_lib.EntityIndex.load(exact_dir,
-                                       expected_model_fingerprint=base.model_fingerprint)
-  report = {"num_mentions": len(mentions), "num_entities": base.num_entities, "k": k,
+    exact = index_lib.load_index(ws.index, index_lib.BRUTE_FORCE,
+                                 expected_model_fingerprint=base.model_fingerprint)
+  report = {"num_mentions": len(mentions), "num_entities": base.num_entities,
+            "num_rows": getattr(base.index, "num_rows", base.num_entities), "k": k,
             "model_fingerprint": base.model_fingerprint, "cpu_count": os.cpu_count(),
             "thread_env": {name: os.environ.get(name) for name in _THREAD_ENV},
             "encode_ms_per_mention": encode_ms, "indexes": {}}
@@ -156,8 +158,8 @@ def measure_tradeoff(root: str, kinds: Sequence[str] = DEFAULT_KINDS, k: int = 1
     exact_top10 = exact.search(queries, 10)[0]
   for kind in kinds:
     index_dir = os.path.join(ws.index, kind)
-    index = base.index if kind == kinds[0] else index_lib.EntityIndex.load(
-        index_dir, expected_model_fingerprint=base.model_fingerprint,
+    index = base.index if kind == kinds[0] else index_lib.load_index(
+        ws.index, kind, expected_model_fingerprint=base.model_fingerprint,
         expected_dim=base.index.dim)
     single_ms = _single_query_ms(index, queries[:num_single], k)
     batched_ms, ids = _batched_ms(index, queries, k, repeats)

@@ -854,3 +854,157 @@ class ScannIndex(EntityIndex):
     os.makedirs(scann_dir)
     # Relative asset paths, so the saved directory can be copied or moved.
     self.searcher.serialize(scann_dir, relative_path=True)
+
+
+# ------------------------------------------------------------------------------- name rows
+
+ROW_ENTITIES_FILENAME = "row_entities.npy"
+
+
+def best_row_per_entity(row_ids: np.ndarray, scores: np.ndarray, row_entities: np.ndarray,
+                        k: int) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+  """Keeps each entity's best row from ranked row ids, so an entity scores its best name.
+
+  Args:
+    row_ids: int `[b, K]` index rows, each row of the array ordered by decreasing score.
+    scores: float32 `[b, K]` their scores.
+    row_entities: int `[rows]`, the entity id of every index row.
+    k: entities wanted per query.
+
+  Returns:
+    (entity ids int32 `[b, k']`, scores float32 `[b, k']`, complete bool `[b]`) with
+    k' = min(k, K): the first k distinct entities of each ranking with the score of their
+    first (best) row; `complete[i]` is False when query i's K rows hold fewer than k distinct
+    entities (its tail then repeats entities and must be searched again with more rows).
+  """
+  entities = row_entities[row_ids]
+  # A stable sort by entity keeps each entity's rows in score order: the first is its best.
+  order = np.argsort(entities, axis=1, kind="stable")
+  by_entity = np.take_along_axis(entities, order, 1)
+  first_sorted = np.ones(by_entity.shape, bool)
+  first_sorted[:, 1:] = by_entity[:, 1:] != by_entity[:, :-1]
+  first = np.empty_like(first_sorted)
+  np.put_along_axis(first, order, first_sorted, 1)
+  kk = min(k, entities.shape[1])
+  keep = np.argsort(~first, axis=1, kind="stable")[:, :kk]  # first occurrences, score order
+  return (np.take_along_axis(entities, keep, 1).astype(np.int32),
+          np.take_along_axis(scores, keep, 1).astype(np.float32), first.sum(axis=1) >= kk)
+
+
+class NameRowsIndex:
+  """An index with one row per entity name, searched as an index of entities.
+
+  Row i < n is entity i (its title, text, categories and aliases); rows n.. each hold one more
+  name of an entity (an alias or redirect title, with that entity's text and categories), so a
+  mention written as any of an entity's names can match that name exactly, as in multi-view
+  entity representations (Ma et al. 2021, MuVER) and as an alias table does; an entity's score
+  is the maximum over its rows (retrieval.entity_encodings docstring). `search` asks the
+  underlying index for 2k rows and keeps the best row of each entity; a query whose rows hold
+  fewer than k distinct entities is searched again with 4x as many rows (up to all rows), so
+  brute force stays exact.
+
+  Attributes:
+    index: the EntityIndex over all rows (its `num_entities` is the number of rows).
+    row_entities: int32 `[rows]`, the entity id of every row (row_entities[:n] = 0..n-1).
+    num_entities: n, entities (distinct ids).
+    num_rows: rows of the underlying index.
+  Other attributes (kind, effective_kind, dim, config, model_fingerprint, ...) are the
+  underlying index's.
+  """
+
+  def __init__(self, index: EntityIndex, row_entities: np.ndarray):
+    row_entities = np.asarray(row_entities)
+    if row_entities.ndim != 1 or row_entities.shape[0] != index.num_entities:
+      raise ValueError(f"row_entities has shape {row_entities.shape}; the index has "
+                       f"{index.num_entities} rows.")
+    self.index = index
+    self.row_entities = row_entities.astype(np.int32, copy=False)
+    self.num_entities = check_row_entities(self.row_entities)
+    self.num_rows = index.num_entities
+
+  def __getattr__(self, name: str) -> Any:
+    return getattr(self.__dict__["index"], name)
+
+  def search(self, queries: Any, k: int) -> Tuple[np.ndarray, np.ndarray]:
+    """As EntityIndex.search, over entities: ids are entity ids (row ids of the entity
+    titles), each entity's score that of its best-scoring name row.
+
+    Raises:
+      ValueError / TypeError: as EntityIndex.search.
+    """
+    k = _check_k(k)
+    kk = min(k, self.num_entities)
+    single = np.ndim(queries) == 1
+    rows_k = min(self.num_rows, 2 * kk)
+    ids, scores = self.index.search(queries, rows_k)
+    if single:
+      ids, scores = ids[None], scores[None]
+    out_ids, out_scores, complete = best_row_per_entity(ids, scores, self.row_entities, kk)
+    todo = np.flatnonzero(~complete)
+    while todo.size:
+      rows_k = min(self.num_rows, 4 * rows_k)
+      q = np.asarray(queries)
+      more_ids, more_scores = self.index.search(q if single else q[todo], rows_k)
+      if single:
+        more_ids, more_scores = more_ids[None], more_scores[None]
+      e, s, done = best_row_per_entity(more_ids, more_scores, self.row_entities, kk)
+      out_ids[todo], out_scores[todo] = e, s
+      todo = todo[~done]
+      if rows_k == self.num_rows and todo.size:
+        raise RuntimeError(f"{todo.size} queries got fewer than {kk} entities from all "
+                           f"{self.num_rows} rows.")
+    if single:
+      return out_ids[0], out_scores[0]
+    return out_ids, out_scores
+
+
+def check_row_entities(row_entities: np.ndarray) -> int:
+  """Checks a row -> entity map (rows 0..n-1 are entities 0..n-1, later rows name one of
+  them) and returns n.
+
+  Raises:
+    ValueError: the map is not of that form.
+  """
+  if row_entities.size == 0:
+    return 0
+  n = int(row_entities.max()) + 1
+  if (row_entities.shape[0] < n or row_entities.min() < 0
+      or not np.array_equal(row_entities[:n], np.arange(n))):
+    raise ValueError(f"row_entities must start with 0..n-1 (one row per entity) and map every "
+                     f"later row to one of them; got {row_entities.shape[0]} rows, max {n - 1}.")
+  return n
+
+
+def read_row_entities(index_root: str) -> Optional[np.ndarray]:
+  """INDEX_ROOT/row_entities.npy (int32 `[rows]`), or None when the indexes have one row per
+  entity."""
+  path = os.path.join(index_root, ROW_ENTITIES_FILENAME)
+  if not os.path.isfile(path):
+    return None
+  try:
+    rows = np.load(path)
+  except ValueError as e:
+    raise ValueError(f"{path} is unreadable: {e}") from e
+  if rows.ndim != 1 or rows.dtype.kind not in "iu":
+    raise ValueError(f"{path} holds {rows.dtype}{list(rows.shape)}; expected int32 [rows].")
+  return rows.astype(np.int32, copy=False)
+
+
+def load_index(index_root: str, kind: str, expected_model_fingerprint: Optional[str] = None,
+               expected_dim: Optional[int] = None):
+  """Loads INDEX_ROOT/KIND (EntityIndex.load) and, when INDEX_ROOT/row_entities.npy exists
+  (an index with name rows), wraps it in a NameRowsIndex, so that `search` returns entity ids.
+
+  Raises:
+    As EntityIndex.load; ValueError when row_entities.npy does not match the index's rows
+    (the message names the file).
+  """
+  index = EntityIndex.load(os.path.join(index_root, kind), expected_model_fingerprint,
+                           expected_dim)
+  rows = read_row_entities(index_root)
+  if rows is None:
+    return index
+  try:
+    return NameRowsIndex(index, rows)
+  except ValueError as e:
+    raise ValueError(f"{os.path.join(index_root, ROW_ENTITIES_FILENAME)}: {e}") from e

@@ -2,7 +2,10 @@
 
 `build_indexes` writes, under its output directory (the command `python -m export.build_index`
 runs it on an encodings file):
-  entity_titles.txt        one entity title per line; line i is row id i of every index.
+  entity_titles.txt        one entity title per line; line i is entity id i (and row i of
+                           every index).
+  row_entities.npy         with name rows only: int32 [rows], the entity id of every index row
+                           (rows n.. are more names of entities; index.NameRowsIndex).
   <kind>/                  one EntityIndex directory per kind (index_manifest.json + files).
   indexes.json             summary: n, dim, fingerprint, and per kind the effective kind,
                            fallback reason, build time (seconds) and size (bytes).
@@ -35,11 +38,13 @@ def read_titles(path: str) -> list:
 def build_indexes(encodings: np.ndarray, titles: Sequence[str], output_dir: str,
                   kinds: Sequence[str], model_fingerprint: str,
                   config: Optional[index_lib.IndexConfig] = None,
-                  normalize_rows: bool = True) -> Dict[str, Any]:
+                  normalize_rows: bool = True,
+                  row_entities: Optional[np.ndarray] = None) -> Dict[str, Any]:
   """Builds and saves one index per kind, plus the row-id -> title list (paper section 5.2).
 
   Args:
-    encodings: [n, d] float32 L2-normalised entity encodings; row i is entity titles[i].
+    encodings: [rows, d] float32 L2-normalised encodings; row i < n is entity titles[i], rows
+      n.. (with `row_entities`) more names of entities.
     titles: n entity titles (no newlines).
     output_dir: destination directory (created); existing index directories are replaced.
     kinds: subset of index.KINDS.
@@ -47,9 +52,12 @@ def build_indexes(encodings: np.ndarray, titles: Sequence[str], output_dir: str,
     config: ScaNN parameters; None derives them from n and d.
     normalize_rows: L2-normalise the rows (index.EntityIndex.build); False for encodings of
       the towers, which are normalised by the model (with the lexical channel, to norm <= 1).
+    row_entities: int `[rows]`, the entity id of every row (0..n-1, then the entity each
+      name row names; index.check_row_entities), written to row_entities.npy; None: one row
+      per entity (a stale row_entities.npy is removed).
 
   Returns:
-    The summary written to output_dir/indexes.json: {"num_entities", "dim",
+    The summary written to output_dir/indexes.json: {"num_entities", "num_rows", "dim",
     "model_fingerprint", "titles": path, "indexes": {kind: {"path", "effective_kind",
     "fallback_reason", "build_seconds", "index_bytes", "parameters"}}}.
 
@@ -66,7 +74,15 @@ def build_indexes(encodings: np.ndarray, titles: Sequence[str], output_dir: str,
   encodings = np.asarray(encodings)
   if encodings.ndim != 2:
     raise ValueError(f"Encodings must have shape [n, dim], got {encodings.shape}.")
-  if len(titles) != encodings.shape[0]:
+  if row_entities is not None:
+    row_entities = np.asarray(row_entities, np.int32)
+    if row_entities.shape != (encodings.shape[0],):
+      raise ValueError(f"row_entities has shape {row_entities.shape} for {encodings.shape[0]} "
+                       "encoding rows.")
+    if index_lib.check_row_entities(row_entities) != len(titles):
+      raise ValueError(f"row_entities names {index_lib.check_row_entities(row_entities)} "
+                       f"entities, but there are {len(titles)} titles.")
+  elif len(titles) != encodings.shape[0]:
     raise ValueError(f"{len(titles)} titles for {encodings.shape[0]} encodings; row i of the "
                      "encodings must be titles[i].")
   bad = [i for i, t in enumerate(titles) if "\n" in t or "\r" in t]
@@ -75,8 +91,17 @@ def build_indexes(encodings: np.ndarray, titles: Sequence[str], output_dir: str,
   os.makedirs(output_dir, exist_ok=True)
   titles_path = os.path.join(output_dir, index_lib.TITLES_FILENAME)
   fileio.write_text_atomically(titles_path, "".join(t + "\n" for t in titles))
+  rows_path = os.path.join(output_dir, index_lib.ROW_ENTITIES_FILENAME)
+  if row_entities is None:
+    if os.path.exists(rows_path):
+      os.remove(rows_path)
+  else:
+    with open(rows_path + ".tmp", "wb") as f:
+      np.save(f, row_entities)
+    os.replace(rows_path + ".tmp", rows_path)
   summary = {
-      "num_entities": int(encodings.shape[0]),
+      "num_entities": len(titles),
+      "num_rows": int(encodings.shape[0]),
       "dim": int(encodings.shape[1]),
       "model_fingerprint": model_fingerprint,
       "titles": titles_path,

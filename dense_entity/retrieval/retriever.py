@@ -298,9 +298,9 @@ class EntityRetriever:
     if not os.path.isfile(titles_path):
       raise FileNotFoundError(f"{titles_path} is missing: no entity index beside {export_dir} "
                               "(run export.encode_entities, or pass index_dir)")
-    index = index_lib.EntityIndex.load(os.path.join(index_dir, index_kind),
-                                       expected_model_fingerprint=manifest["model_fingerprint"],
-                                       expected_dim=manifest["encoding_dim"])
+    index = index_lib.load_index(index_dir, index_kind,
+                                 expected_model_fingerprint=manifest["model_fingerprint"],
+                                 expected_dim=manifest["encoding_dim"])
     encoder = savedmodel.load_encoder(os.path.join(export_dir, savedmodel.MENTION_ENCODER_DIR))
     return cls(encoder, index, index_builder.read_titles(titles_path),
                manifest["model_fingerprint"], export_dir, index_dir)

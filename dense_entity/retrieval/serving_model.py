@@ -39,7 +39,8 @@ Usage:
   python -m export.serving --workspace=WS [--k=100] [--output_dir=WS/export/serving]
 
 Writes OUTPUT_DIR (default WS/export/serving) atomically: the SavedModel plus
-`serving_manifest.json` {"model_fingerprint", "k", "num_entities", "encoding_dim", "inputs",
+`serving_manifest.json` {"model_fingerprint", "k", "num_entities", "num_rows", "encoding_dim",
+"inputs",
 "outputs", "entity_source", "serving_fingerprint"}, written last.
 """
 
@@ -69,6 +70,9 @@ OUTPUTS = (TITLES_KEY, SCORES_KEY, ROW_IDS_KEY)
 
 
 BRUTE_FORCE, AH_TREE = "brute_force", "ah_tree"
+# AH+tree serving with name rows searches this many rows per result (NameRowsIndex searches 2x
+# and more as needed; a graph cannot loop cheaply on that, so it takes more up front).
+NAME_ROWS_FACTOR = 4
 
 
 class ServingModule(tf.Module):
@@ -77,16 +81,23 @@ class ServingModule(tf.Module):
   Args:
     mention_encoder: a loaded mention encoder SavedModel (tf.saved_model.load of
       WS/export/mention_encoder); its variables and lookup tables become part of this module.
-    encodings: float32 `[num_entities, dim]` entity encodings (zero rows allowed).
+    encodings: float32 `[rows, dim]` encodings (zero rows allowed): the entities, then their
+      name rows when `row_entities` is given.
     titles: `[num_entities]` entity titles; titles[i] is row i of `encodings`.
     k: results per mention, 1 <= k <= num_entities.
     search: 'brute_force' (the encodings are a variable, exact search) or 'ah_tree' (a ScaNN
       searcher's state is, built here with `config`).
     config: ScaNN parameters for 'ah_tree' (default index.derive_config).
+    row_entities: int32 `[rows]`, the entity id of every row (index.NameRowsIndex); an
+      entity scores its best row. Brute force takes the exact maximum per entity
+      (unsorted_segment_max); AH+tree searches `NAME_ROWS_FACTOR` * k rows and keeps each
+      entity's first, so a query whose rows name fewer than k entities gets the rest with
+      score -inf. None: one row per entity.
   """
 
   def __init__(self, mention_encoder, encodings: np.ndarray, titles: Sequence[str], k: int,
-               search: str = BRUTE_FORCE, config: Optional[index_lib.IndexConfig] = None):
+               search: str = BRUTE_FORCE, config: Optional[index_lib.IndexConfig] = None,
+               row_entities: Optional[np.ndarray] = None):
     super().__init__(name="entity_retrieval")
     self.mention_encoder = mention_encoder
     self.entity_titles = tf.Variable(list(titles), trainable=False, dtype=tf.string,
@@ -99,7 +110,10 @@ class ServingModule(tf.Module):
                                           name="entity_encodings")
 
       def top_k(q):
-        scores = tf.matmul(q, self.entity_encodings, transpose_b=True)  # [batch, entities]
+        scores = tf.matmul(q, self.entity_encodings, transpose_b=True)  # [batch, rows]
+        if row_entities is not None:  # [batch, entities]: each entity's best row
+          scores = tf.transpose(tf.math.unsorted_segment_max(
+              tf.transpose(scores), self.row_entities, num_segments=len(titles)))
         # top_k is sorted and puts the lower index first among equal values (as brute force).
         return tf.math.top_k(scores, k=self.k, sorted=True)
     elif search == AH_TREE:
@@ -107,15 +121,27 @@ class ServingModule(tf.Module):
       config = config or index_lib.derive_config(*encodings.shape)
       self.scann_state = index_lib.ScannIndex.build_tf_searcher(
           encodings, config).serialize_to_module()
-      pre_reorder = max(self.k, config.reorder_num_neighbors)
+      rows_k = self.k if row_entities is None else min(len(encodings),
+                                                        NAME_ROWS_FACTOR * self.k)
+      pre_reorder = max(rows_k, config.reorder_num_neighbors)
 
       def search(q):
         # Built from the state variables on the first call, then kept by the resource manager.
         handle = self.scann_state.recreate_handle()
-        row_ids, scores = scann_ops.scann_search_batched(handle, q, self.k, pre_reorder, -1,
+        row_ids, scores = scann_ops.scann_search_batched(handle, q, rows_k, pre_reorder, -1,
                                                           False)
-        return (tf.reshape(tf.cast(scores, tf.float32), [-1, self.k]),
-                tf.reshape(tf.cast(row_ids, tf.int32), [-1, self.k]))
+        scores = tf.reshape(tf.cast(scores, tf.float32), [-1, rows_k])
+        row_ids = tf.reshape(tf.cast(row_ids, tf.int32), [-1, rows_k])
+        if row_entities is None:
+          return scores, row_ids
+        entities = tf.gather(self.row_entities, row_ids)  # [batch, rows_k], best row first
+        same = tf.equal(entities[:, :, None], entities[:, None, :])
+        earlier = tf.linalg.band_part(tf.ones([rows_k, rows_k], tf.bool), -1, 0) & ~tf.eye(
+            rows_k, dtype=tf.bool)  # [i, j]: j < i
+        repeated = tf.reduce_any(same & earlier[None], axis=2)
+        scores = tf.where(repeated, tf.constant(-np.inf, tf.float32), scores)
+        best, at = tf.math.top_k(scores, k=self.k, sorted=True)
+        return best, tf.gather(entities, at, batch_dims=1)
 
       def top_k(q):
         # ScaNN's batched search fails on an empty batch; that one has an empty answer.
@@ -123,6 +149,9 @@ class ServingModule(tf.Module):
                        lambda: (tf.zeros([0, self.k], tf.float32), tf.zeros([0, self.k], tf.int32)))
     else:
       raise ValueError(f"search must be {BRUTE_FORCE!r} or {AH_TREE!r}, got {search!r}")
+    if row_entities is not None:
+      self.row_entities = tf.Variable(np.asarray(row_entities, np.int32), trainable=False,
+                                      name="row_entities")
 
     # One dict argument, so the signature's inputs are named by feature (savedmodel._Encoder).
     @tf.function(input_signature=[spec])
@@ -211,7 +240,16 @@ def export_serving_model(export_dir: str, index_dir: str, output_dir: Optional[s
     raise FileNotFoundError(f"{titles_path} is missing; run export.encode_entities")
   titles = index_builder.read_titles(titles_path)
   encodings, source = _entity_encodings(index_dir, fingerprint, dim)
-  if len(titles) != encodings.shape[0]:
+  row_entities = index_lib.read_row_entities(index_dir)
+  if row_entities is not None:
+    rows_path = os.path.join(index_dir, index_lib.ROW_ENTITIES_FILENAME)
+    if row_entities.shape[0] != encodings.shape[0]:
+      raise ValueError(f"{rows_path} maps {row_entities.shape[0]} rows; {source} has "
+                       f"{encodings.shape[0]}")
+    if index_lib.check_row_entities(row_entities) != len(titles):
+      raise ValueError(f"{rows_path} names {index_lib.check_row_entities(row_entities)} "
+                       f"entities; {titles_path} has {len(titles)} titles")
+  elif len(titles) != encodings.shape[0]:
     raise ValueError(f"{titles_path} has {len(titles)} titles for {encodings.shape[0]} entity "
                      f"encodings ({source})")
   k = min(int(k), len(titles))
@@ -226,7 +264,8 @@ def export_serving_model(export_dir: str, index_dir: str, output_dir: Optional[s
     raise FileNotFoundError(f"{encoder_path}: no saved_model.pb (not an exported encoder)")
   # The encoder graph holds tensorflow-text ops; this import registers them.
   import tensorflow_text  # pylint: disable=g-import-not-at-top,unused-import
-  module = ServingModule(tf.saved_model.load(encoder_path), encodings, titles, k, search)
+  module = ServingModule(tf.saved_model.load(encoder_path), encodings, titles, k, search,
+                         row_entities=row_entities)
 
   output_dir = os.path.abspath(output_dir or os.path.join(export_dir, SERVING_DIR))
   tmp = f"{output_dir}.tmp-{uuid.uuid4().hex[:8]}"
@@ -238,6 +277,7 @@ def export_serving_model(export_dir: str, index_dir: str, output_dir: Optional[s
         "serving_fingerprint": _fingerprint(tmp),
         "k": k,
         "num_entities": len(titles),
+        "num_rows": int(encodings.shape[0]),
         "encoding_dim": dim,
         "inputs": list(schema.MENTION_FEATURES),
         "outputs": {TITLES_KEY: "tf.string [batch, k]", SCORES_KEY: "float32 [batch, k]",

@@ -23,19 +23,57 @@ def _entities(extract_dir):
   return entity_encodings.read_entities(extract_dir)
 
 
+def _name_rows(entities):
+  """(entity id, name-row features) of every name row, in row order, as encode_kb lays them
+  out: after the entities, by entity id, each entity's names in alias order."""
+  out = []
+  for i, e in enumerate(entities):
+    for name in entity_encodings.entity_names(e[schema.ENTITY_TITLE], e[schema.ENTITY_ALIASES],
+                                              entity_encodings.DEFAULT_MAX_NAMES_PER_ENTITY):
+      out.append((i, {**e, schema.ENTITY_TITLE: name, schema.ENTITY_ALIASES: ""}))
+  return out
+
+
+def test_names_other_than_the_title_each_get_one_row():
+  assert entity_encodings.entity_names("Place 0000", "Hamlet 0|place 0000|Old Place 0|"
+                                       "Hamlet 0| |HAMLET 0", 32) == ["Hamlet 0", "Old Place 0"]
+  assert entity_encodings.entity_names("A", "B|C|D", 2) == ["B", "C"]
+  assert entity_encodings.entity_names("A", "B|C|D", 0) == []
+  assert entity_encodings.entity_names("A", "", 32) == []
+
+
 def test_rows_follow_sorted_titles_and_equal_one_batch_encoding(workspace, tmp_path):
   extract, export = os.path.join(workspace, "extract"), os.path.join(workspace, "export")
-  encodings, titles = entity_encodings.encode_kb(export, extract, str(tmp_path), batch_size=64)
+  kb = entity_encodings.encode_kb(export, extract, str(tmp_path), batch_size=64)
   entities = _entities(extract)
-  assert titles == [e[schema.ENTITY_TITLE] for e in entities] == sorted(titles)
-  assert encodings.shape == (306, entity_encodings.savedmodel.read_manifest(export)[
-      "encoding_dim"]) and encodings.dtype == np.float32
-  expected = entity_encodings.encode_entities(export, entities)
-  np.testing.assert_allclose(encodings, expected, atol=1e-6)
+  assert kb.titles == [e[schema.ENTITY_TITLE] for e in entities] == sorted(kb.titles)
+  # 306 entities, then 2 name rows for each of the 30 synthetic entities with aliases.
+  names = _name_rows(entities)
+  assert len(names) == 60
+  assert kb.encodings.shape == (366, entity_encodings.savedmodel.read_manifest(export)[
+      "encoding_dim"]) and kb.encodings.dtype == np.float32
+  np.testing.assert_array_equal(kb.row_entities,
+                                list(range(306)) + [i for i, _ in names])
+  assert entities[kb.row_entities[306]][schema.ENTITY_TITLE] == "Place 0000"
+  expected = entity_encodings.encode_entities(export, entities + [f for _, f in names])
+  np.testing.assert_allclose(kb.encodings, expected, atol=1e-6)
+  # A name row is the entity under another title: same text and categories, another vector.
+  assert np.abs(kb.encodings[306] - kb.encodings[kb.row_entities[306]]).max() > 1e-3
   with open(tmp_path / entity_encodings.ENCODINGS_MANIFEST) as f:
     manifest = json.load(f)
-  assert (manifest["num_entities"], manifest["dtype"], manifest["shards"]) == (306, "float32", 2)
+  assert (manifest["num_entities"], manifest["num_rows"], manifest["dtype"],
+          manifest["shards"]) == (306, 366, "float32", 2)
   assert not os.path.exists(tmp_path / ".encoding")  # work in progress removed when done
+
+
+def test_without_name_rows_there_is_one_row_per_entity(workspace, tmp_path):
+  extract, export = os.path.join(workspace, "extract"), os.path.join(workspace, "export")
+  kb = entity_encodings.encode_kb(export, extract, str(tmp_path), max_names_per_entity=0)
+  assert kb.encodings.shape[0] == 306 and kb.row_entities is None
+  np.testing.assert_allclose(
+      kb.encodings, entity_encodings.encode_entities(export, _entities(extract)), atol=1e-6)
+  with pytest.raises(ValueError, match="max_names_per_entity"):
+    entity_encodings.encode_kb(export, extract, str(tmp_path), max_names_per_entity=-1)
 
 
 def test_an_interrupted_run_resumes_with_its_finished_shards(workspace, tmp_path):
@@ -58,12 +96,13 @@ def test_an_interrupted_run_resumes_with_its_finished_shards(workspace, tmp_path
     assert json.load(f) == [0]
   assert not os.path.exists(tmp_path / entity_encodings.ENCODINGS_FILE)
   counted = []
-  encodings, _ = entity_encodings.encode_kb(export, extract, str(tmp_path), batch_size=64,
-                                            progress=counted.append)
+  encodings = entity_encodings.encode_kb(export, extract, str(tmp_path), batch_size=64,
+                                        progress=counted.append).encodings
   assert counted[0] == 6 and sum(counted) == 306  # the finished shard is skipped, counted
-  np.testing.assert_allclose(encodings,
-                             entity_encodings.encode_entities(export, _entities(extract)),
-                             atol=1e-6)
+  entities = _entities(extract)
+  np.testing.assert_allclose(
+      encodings, entity_encodings.encode_entities(export, entities + [
+          f for _, f in _name_rows(entities)]), atol=1e-6)
 
 
 def test_work_of_another_model_is_not_resumed(workspace, tmp_path):
@@ -73,14 +112,15 @@ def test_work_of_another_model_is_not_resumed(workspace, tmp_path):
     json.dump({"model_fingerprint": "another model"}, f)
   with open(tmp_path / ".encoding" / "done_shards.json", "w") as f:
     json.dump([0, 1], f)
-  encodings, _ = entity_encodings.encode_kb(export, extract, str(tmp_path))
+  encodings = entity_encodings.encode_kb(export, extract, str(tmp_path)).encodings
   assert np.abs(np.linalg.norm(encodings, axis=1) - 1).max() < 1e-5  # every row encoded
 
 
 def test_large_kbs_are_stored_as_float16(workspace, tmp_path, monkeypatch):
   extract, export = os.path.join(workspace, "extract"), os.path.join(workspace, "export")
   monkeypatch.setattr(index_lib, "FLOAT16_STORAGE_BYTES", 0)
-  encodings, _ = entity_encodings.encode_kb(export, extract, str(tmp_path))
+  encodings = entity_encodings.encode_kb(export, extract, str(tmp_path),
+                                        max_names_per_entity=0).encodings
   assert encodings.dtype == np.float16
   expected = entity_encodings.encode_entities(export, _entities(extract))
   np.testing.assert_allclose(encodings.astype(np.float32), expected, atol=1e-3)
@@ -89,8 +129,8 @@ def test_large_kbs_are_stored_as_float16(workspace, tmp_path, monkeypatch):
 def test_storage_dtype_overrides_the_size_rule(workspace, tmp_path, monkeypatch):
   extract, export = os.path.join(workspace, "extract"), os.path.join(workspace, "export")
   monkeypatch.setattr(index_lib, "FLOAT16_STORAGE_BYTES", 0)  # 'auto' would store float16
-  encodings, _ = entity_encodings.encode_kb(export, extract, str(tmp_path / "f32"),
-                                            storage_dtype="float32")
+  encodings = entity_encodings.encode_kb(export, extract, str(tmp_path / "f32"),
+                                        storage_dtype="float32").encodings
   assert encodings.dtype == np.float32
   assert entity_encodings.storage_dtype_for(10, 4, "float16") == np.float16
   assert entity_encodings.storage_dtype_for(10, 4) == np.float16  # 160 bytes > 0

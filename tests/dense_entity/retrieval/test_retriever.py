@@ -22,11 +22,11 @@ from dense_entity.serving import savedmodel
 from tests import testutil
 
 
-def _entity_example(title, text, categories):
+def _entity_example(title, text, categories, aliases=()):
   def b(values):
     return tf.train.Feature(bytes_list=tf.train.BytesList(value=[v.encode() for v in values]))
   feats = {schema.ENTITY_TITLE: b([title]), schema.ENTITY_TEXT: b([text]),
-           schema.ENTITY_CATEGORIES: b(categories), schema.ENTITY_ALIASES: b([]),
+           schema.ENTITY_CATEGORIES: b(categories), schema.ENTITY_ALIASES: b(aliases),
            schema.ENTITY_SOURCE: b(["page"])}
   return tf.train.Example(features=tf.train.Features(feature=feats))
 
@@ -34,7 +34,8 @@ def _entity_example(title, text, categories):
 def build_tiny_workspace(root, kinds=("brute_force",), extra_entities=0, seed=3,
                          context_match_dim=0):
   """Writes WS/extract (tests.testutil's tiny extraction, plus `extra_entities` synthetic
-  entities), exports a randomly initialised tiny model to WS/export and indexes the KB in
+  entities; every tenth has two more names, 'Hamlet i' and 'Old Place i', which get name rows,
+  and two that do not: its title in lower case and a repeat), exports a randomly initialised tiny model to WS/export and indexes the KB in
   WS/index. No training: equality checks need only fixed weights. With `context_match_dim`
   the model has the lexical channel, its IDF weights set from the KB as training sets them.
   Returns the root (str)."""
@@ -45,8 +46,10 @@ def build_tiny_workspace(root, kinds=("brute_force",), extra_entities=0, seed=3,
     path = os.path.join(extract, f"{schema.ENTITIES_PREFIX}-extra.tfrecord")
     with tf.io.TFRecordWriter(path) as w:
       for i in range(extra_entities):
+        aliases = ([f"Hamlet {i}", f"place {i:04d}", f"Old Place {i}", f"Hamlet {i}"]
+                   if i % 10 == 0 else [])
         w.write(_entity_example(f"Place {i:04d}", f"Place {i} is a village near hill {i % 17}.",
-                                [f"Villages {i % 5}"]).SerializeToString())
+                                [f"Villages {i % 5}"], aliases).SerializeToString())
   tf.keras.utils.set_random_seed(seed)
   model_config = config.get_preset("tiny").model
   model_config.context_match_dim = context_match_dim
