@@ -123,7 +123,7 @@ class ServingModule(tf.Module):
           encodings, config).serialize_to_module()
       rows_k = self.k if row_entities is None else min(len(encodings),
                                                         NAME_ROWS_FACTOR * self.k)
-      pre_reorder = max(rows_k, config.reorder_num_neighbors)
+      pre_reorder = max(index_lib.REORDER_PER_RESULT * rows_k, config.reorder_num_neighbors)
 
       def search(q):
         # Built from the state variables on the first call, then kept by the resource manager.

@@ -436,3 +436,91 @@ def test_mapped_float16_pages_are_released_after_the_float32_copy(tmp_path):
   # The data reads as before (from the page cache or the file).
   assert float(mapped.sum(dtype=np.float32)) == 0.5 * 100_000 * 256
   assert not index_lib.release_mapped_pages(np.zeros((3, 2), np.float32))
+
+
+# ---------------------------------------------------------------------------------- name rows
+
+
+def test_best_row_per_entity_keeps_each_entitys_first_row_in_score_order():
+  row_entities = np.array([0, 1, 2, 0, 0, 2], np.int32)  # rows 3, 4 name entity 0; 5 entity 2
+  rows = np.array([[3, 1, 0, 5, 2, 4], [1, 4, 3, 0, 2, 5]])
+  scores = np.array([[0.9, 0.8, 0.7, 0.6, 0.5, 0.4], [0.9, 0.8, 0.7, 0.6, 0.5, 0.4]],
+                    np.float32)
+  ids, best, complete = index_lib.best_row_per_entity(rows, scores, row_entities, 3)
+  np.testing.assert_array_equal(ids, [[0, 1, 2], [1, 0, 2]])
+  np.testing.assert_allclose(best, [[0.9, 0.8, 0.6], [0.9, 0.8, 0.5]])
+  assert complete.tolist() == [True, True]
+  # Two rows of one entity and one of another: only 2 distinct entities among 3 rows.
+  ids, _, complete = index_lib.best_row_per_entity(np.array([[3, 0, 1]]), scores[:1, :3],
+                                                    row_entities, 3)
+  assert complete.tolist() == [False] and ids[0, :2].tolist() == [0, 1]
+
+
+def _entity_max_ranking(x, row_entities, q, k):
+  """Reference: each entity's maximum cosine over its rows, entities by decreasing score."""
+  scores = q @ x.T
+  n = int(row_entities.max()) + 1
+  best = np.full((len(q), n), -np.inf, np.float32)
+  for row, entity in enumerate(row_entities):
+    best[:, entity] = np.maximum(best[:, entity], scores[:, row])
+  order = np.argsort(-best, axis=1, kind="stable")[:, :k]
+  return order, np.take_along_axis(best, order, 1)
+
+
+def test_name_rows_index_is_exact_max_over_an_entitys_rows(tmp_path):
+  # 200 entities; entity 7 has 60 name rows, all near one query, so the first 2k rows hold
+  # fewer than k distinct entities and the search must widen; 50 others have one name row.
+  rng = np.random.default_rng(5)
+  x = unit_vectors(200, 16, seed=1)
+  crowd = x[7] + 0.05 * rng.normal(size=(60, 16))
+  others = unit_vectors(50, 16, seed=2)
+  rows = np.concatenate([x, crowd / np.linalg.norm(crowd, axis=1, keepdims=True), others])
+  row_entities = np.concatenate([np.arange(200), np.full(60, 7),
+                                 rng.integers(0, 200, 50)]).astype(np.int32)
+  titles = [f"Entity {i}" for i in range(200)]
+  summary = index_builder.build_indexes(rows, titles, str(tmp_path), ["brute_force"], "m",
+                                        row_entities=row_entities)
+  assert (summary["num_entities"], summary["num_rows"]) == (200, 310)
+  index = index_lib.load_index(str(tmp_path), "brute_force", "m", 16)
+  assert isinstance(index, index_lib.NameRowsIndex)
+  assert (index.num_entities, index.num_rows, index.effective_kind) == (200, 310, "brute_force")
+  queries = np.concatenate([x[7:8], unit_vectors(20, 16, seed=3)])
+  ids, scores = index.search(queries, 10)
+  want_ids, want_scores = _entity_max_ranking(rows, row_entities, queries, 10)
+  np.testing.assert_array_equal(ids, want_ids)
+  np.testing.assert_allclose(scores, want_scores, atol=1e-5)
+  one_ids, one_scores = index.search(queries[0], 10)  # the single-query path
+  np.testing.assert_array_equal(one_ids, want_ids[0])
+  assert len(set(one_ids.tolist())) == 10 and one_ids[0] == 7
+  assert index.search(queries, 500)[0].shape == (21, 200)  # k above n: every entity once
+
+
+def test_a_row_map_that_does_not_fit_the_index_is_an_error_naming_the_file(tmp_path):
+  x = unit_vectors(30, 8)
+  titles = [f"E{i}" for i in range(20)]
+  with pytest.raises(ValueError, match="row_entities names 10 entities, but there are 20"):
+    index_builder.build_indexes(x, titles, str(tmp_path), ["brute_force"], "m",
+                                row_entities=np.concatenate([np.arange(10)] * 3))
+  index_builder.build_indexes(x, titles, str(tmp_path), ["brute_force"], "m",
+                              row_entities=np.concatenate([np.arange(20), np.arange(10)]))
+  np.save(tmp_path / index_lib.ROW_ENTITIES_FILENAME, np.arange(25, dtype=np.int32))
+  with pytest.raises(ValueError, match="row_entities.npy"):
+    index_lib.load_index(str(tmp_path), "brute_force")
+  # Rebuilt with one row per entity: the stale map is removed, the index is a plain one.
+  index_builder.build_indexes(x[:20], titles, str(tmp_path), ["brute_force"], "m")
+  assert not os.path.exists(tmp_path / index_lib.ROW_ENTITIES_FILENAME)
+  assert isinstance(index_lib.load_index(str(tmp_path), "brute_force"), index_lib.BruteForceIndex)
+
+
+def test_soar_tree_config_round_trips_and_is_validated(tmp_path):
+  config = index_lib.derive_config(4_465_490, 256)
+  assert (config.spherical, config.soar_lambda, config.overretrieve_factor) == (True, 1.5, 2.0)
+  x = clustered_vectors(2000, 16, 20)
+  index = index_lib.EntityIndex.build(x, "ah_tree", "m")
+  assert index.effective_kind == "ah_tree" and index.config.soar_lambda == 1.5
+  index.save(str(tmp_path / "t"))
+  loaded = index_lib.EntityIndex.load(str(tmp_path / "t"))
+  assert loaded.config == index.config
+  assert loaded.search(x[:5], 1)[0][:, 0].tolist() == [0, 1, 2, 3, 4]
+  with pytest.raises(ValueError, match="soar_lambda"):
+    dataclasses.replace(config, soar_lambda=0.0).validate(4_465_490)

@@ -97,6 +97,7 @@ def test_manifest(workspace):
   export_manifest = savedmodel.read_manifest(os.path.join(root, "export"))
   assert manifest["model_fingerprint"] == export_manifest["model_fingerprint"]
   assert manifest["k"] == K and manifest["num_entities"] == 26
+  assert manifest["num_rows"] == 30  # 2 of the 20 synthetic entities have 2 name rows each
   assert manifest["encoding_dim"] == export_manifest["encoding_dim"]
   assert manifest["inputs"] == list(schema.MENTION_FEATURES)
 
