@@ -5,13 +5,19 @@ Usage:
       --output_dir=DIR --kinds=brute_force,ah,ah_tree --model_fingerprint=STR
 
 Writes DIR/entity_titles.txt, one index directory per kind and DIR/indexes.json
-(dense_entity.retrieval.index_builder.build_indexes).
+(dense_entity.retrieval.index_builder.build_indexes). Encodings with name rows (more rows than
+titles; retrieval.entity_encodings) need their row -> entity map: `--row_entities`, by default
+row_entities.npy beside --encodings when it exists.
 """
+
+import os
+
 
 from absl import app
 from absl import flags
 import numpy as np
 
+from dense_entity.retrieval import index as index_lib
 from dense_entity.retrieval import index_builder
 
 FLAGS = flags.FLAGS
@@ -21,10 +27,16 @@ def main(argv):
   del argv
   encodings = np.load(FLAGS.encodings, mmap_mode="r")
   titles = index_builder.read_titles(FLAGS.titles)
+  rows_path = FLAGS.row_entities or os.path.join(os.path.dirname(os.path.abspath(
+      FLAGS.encodings)), index_lib.ROW_ENTITIES_FILENAME)
+  row_entities = None
+  if FLAGS.row_entities or os.path.isfile(rows_path):
+    row_entities = np.load(rows_path)
   kinds = [k.strip() for k in FLAGS.kinds.split(",") if k.strip()]
   summary = index_builder.build_indexes(encodings, titles, FLAGS.output_dir, kinds,
                                         FLAGS.model_fingerprint,
-                                        normalize_rows=FLAGS.normalize_rows)
+                                        normalize_rows=FLAGS.normalize_rows,
+                                        row_entities=row_entities)
   for kind, info in summary["indexes"].items():
     print(f"{kind}: built as {info['effective_kind']} in {info['build_seconds']:.2f} s, "
           f"{info['index_bytes']} bytes -> {info['path']}"
@@ -34,6 +46,8 @@ def main(argv):
 if __name__ == "__main__":
   flags.DEFINE_string("encodings", None, "Entity encodings .npy, float32 [n, dim].")
   flags.DEFINE_string("titles", None, "Entity titles, one per line; line i is row i.")
+  flags.DEFINE_string("row_entities", None, "int32 [rows] entity id of every encoding row "
+                      "(name rows); default: row_entities.npy beside --encodings if present.")
   flags.DEFINE_string("output_dir", None, "Directory for the indexes and entity_titles.txt.")
   flags.DEFINE_string("kinds", "brute_force,ah,ah_tree", "Comma-separated index kinds.")
   flags.DEFINE_string("model_fingerprint", None, "Fingerprint of the model that made the "

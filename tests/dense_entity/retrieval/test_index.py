@@ -524,3 +524,19 @@ def test_soar_tree_config_round_trips_and_is_validated(tmp_path):
   assert loaded.search(x[:5], 1)[0][:, 0].tolist() == [0, 1, 2, 3, 4]
   with pytest.raises(ValueError, match="soar_lambda"):
     dataclasses.replace(config, soar_lambda=0.0).validate(4_465_490)
+
+
+def test_build_index_command_keeps_the_row_map_beside_the_encodings(tmp_path):
+  x = unit_vectors(40, 8)
+  np.save(tmp_path / "entity_encodings.npy", x)
+  np.save(tmp_path / index_lib.ROW_ENTITIES_FILENAME,
+          np.concatenate([np.arange(30), np.arange(10)]).astype(np.int32))
+  (tmp_path / "titles.txt").write_text("".join(f"E{i}\n" for i in range(30)), encoding="utf-8")
+  proc = subprocess.run(
+      [sys.executable, "-m", "export.build_index", f"--encodings={tmp_path}/entity_encodings.npy",
+       f"--titles={tmp_path}/titles.txt", f"--output_dir={tmp_path}/out", "--kinds=brute_force",
+       "--model_fingerprint=m"], cwd=REPO_ROOT, capture_output=True, text=True, check=False)
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  index = index_lib.load_index(str(tmp_path / "out"), "brute_force", "m")
+  assert (index.num_entities, index.num_rows) == (30, 40)
+  assert index.search(x[35], 1)[0].tolist() == [5]  # row 35 is a name of entity 5
