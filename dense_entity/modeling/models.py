@@ -11,6 +11,7 @@ Both towers take raw strings and return L2-normalised float32 `[batch, encoding_
 score s(m, e) = cos(phi(m), psi(e)) is a dot product.
 """
 
+import logging
 from typing import Dict, Optional, Sequence
 
 import keras
@@ -256,6 +257,14 @@ class DualEncoder(tf.Module):
     if v != self.text_featurizer.vocab_size:
       raise ValueError(f"initial_embeddings has {v} rows for a vocabulary of "
                        f"{self.text_featurizer.vocab_size} words")
+    if d != self.model_config.embedding_dim:
+      # Said, not silent: a 300-d GloVe file for a 50-d preset keeps the first 50 values
+      # of each vector; a narrower file leaves the other dimensions at their random start.
+      logging.warning("initial embeddings have %d dimensions, the model %d: %s", d,
+                      self.model_config.embedding_dim,
+                      f"only the first {self.model_config.embedding_dim} values of each vector "
+                      "are used" if d > self.model_config.embedding_dim else
+                      f"dimensions {d}.. keep their random initialisation")
     d = min(d, self.model_config.embedding_dim)
     # Scale pretrained rows to the initializer's norm so that bucket rows and word rows start
     # on a comparable footing.

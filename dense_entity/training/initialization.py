@@ -22,7 +22,8 @@ from dense_entity.modeling import featurizer as featurizer_lib
 
 
 def read_glove(path: str, max_words: int = 0) -> Tuple[List[str], np.ndarray]:
-  """Reads a GloVe text file (`word v1 ... vd` per line, plain or .gz).
+  """Reads a GloVe text file (`word v1 ... vd` per line, plain or .gz); a first line of two
+  integers (`count dim`, the word2vec text format's header) is read as the header.
 
   Args:
     path: the file.
@@ -32,25 +33,33 @@ def read_glove(path: str, max_words: int = 0) -> Tuple[List[str], np.ndarray]:
     (words, vectors float32 `[words, d]`); repeated words keep their first vector.
 
   Raises:
-    ValueError: naming the file and line when a line has the wrong number of values.
+    ValueError: naming the file and line when a line has the wrong number of values (counted
+      as values, without the word), or the file is not UTF-8 text.
   """
   opener = gzip.open if path.endswith(".gz") else open
   words, vectors, seen, dim = [], [], set(), None
   with opener(path, "rt", encoding="utf-8") as f:
-    for line_no, line in enumerate(f, 1):
-      parts = line.rstrip("\n").rstrip().split(" ")
-      if dim is None:
-        dim = len(parts) - 1
-      if len(parts) - 1 != dim or dim < 1:
-        raise ValueError(f"{path}:{line_no}: expected a word and {dim} values, "
-                         f"got {len(parts)} fields")
-      if parts[0] in seen or not parts[0]:
-        continue
-      seen.add(parts[0])
-      words.append(parts[0])
-      vectors.append(np.asarray(parts[1:], dtype=np.float32))
-      if max_words and len(words) >= max_words:
-        break
+    line_no = 0
+    try:
+      for line_no, line in enumerate(f, 1):
+        parts = line.rstrip("\n").rstrip().split(" ")
+        if line_no == 1 and len(parts) == 2 and all(p.isdigit() for p in parts):
+          dim = int(parts[1])  # word2vec header: vocabulary size, dimension
+          continue
+        if dim is None:
+          dim = len(parts) - 1
+        if len(parts) - 1 != dim or dim < 1:
+          raise ValueError(f"{path}:{line_no}: expected a word and {dim} values, got a word "
+                           f"and {len(parts) - 1} values")
+        if parts[0] in seen or not parts[0]:
+          continue
+        seen.add(parts[0])
+        words.append(parts[0])
+        vectors.append(np.asarray(parts[1:], dtype=np.float32))
+        if max_words and len(words) >= max_words:
+          break
+    except UnicodeDecodeError as e:
+      raise ValueError(f"{path}: not UTF-8 text after line {line_no} ({e.reason})") from e
   if not words:
     raise ValueError(f"{path}: no vectors")
   return words, np.stack(vectors)

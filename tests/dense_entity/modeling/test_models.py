@@ -313,3 +313,18 @@ def test_channel_weights_that_leave_nothing_for_the_learned_part_are_refused():
   cfg.model.name_match_dim, cfg.model.name_match_weight = 8, 0.5
   with pytest.raises(ValueError, match="learned part"):
     config.validate(cfg)
+
+
+def test_initial_embeddings_of_another_width_are_said_not_cut_silently(caplog):
+  cfg = config.get_preset("tiny").model
+  wide = np.ones((2, cfg.embedding_dim + 3), np.float32)
+  with caplog.at_level("WARNING"):
+    model = models.DualEncoder(cfg, vocabulary=["paris", "texas"], initial_embeddings=wide)
+  assert f"only the first {cfg.embedding_dim} values" in caplog.text
+  rows = model.embedding.embeddings.numpy()[:2]
+  assert rows.shape[1] == cfg.embedding_dim and np.allclose(rows, rows[0, 0])  # cut, scaled
+  caplog.clear()
+  with caplog.at_level("WARNING"):
+    models.DualEncoder(cfg, vocabulary=["paris", "texas"],
+                       initial_embeddings=np.ones((2, cfg.embedding_dim), np.float32))
+  assert "initial embeddings" not in caplog.text

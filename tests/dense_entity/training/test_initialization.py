@@ -21,6 +21,20 @@ def test_read_glove_rejects_ragged_lines(tmp_path):
   assert words == ["the", "river"] and vectors.shape == (2, 2)
 
 
+def test_read_glove_takes_a_word2vec_header_and_counts_values_not_fields(tmp_path):
+  path = tmp_path / "vectors.txt"
+  path.write_text("2 3\nthe 0.1 0.2 0.3\nriver 0.4 0.5 0.6\n")  # word2vec text format
+  words, vectors = initialization.read_glove(str(path))
+  assert words == ["the", "river"] and vectors.shape == (2, 3)
+  path.write_text("2 3\nthe 0.1 0.2\n")  # the header says 3 values
+  with pytest.raises(ValueError, match="vectors.txt:2: expected a word and 3 values, got a word "
+                                       "and 2 values"):
+    initialization.read_glove(str(path))
+  path.write_bytes(b"the 0.1 0.2\nr\xe9ve 0.3 0.4\n")  # Latin-1, not UTF-8
+  with pytest.raises(ValueError, match="vectors.txt.*not UTF-8"):
+    initialization.read_glove(str(path))
+
+
 def test_document_frequencies_count_each_entity_once_per_word(tmp_path):
   extract = str(tmp_path / "extract")
   titles = testutil.write_tiny_extraction(extract)
