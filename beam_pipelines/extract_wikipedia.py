@@ -103,7 +103,9 @@ def _entry_point() -> None:
   _define_flags()
   logging.getLogger().setLevel(logging.INFO)
   # Unknown flags (Beam pipeline options) are passed through to PipelineOptions.
-  app.run(main, flags_parser=_parse_known_flags)
+  from dense_entity.common import errors  # pylint: disable=g-import-not-at-top
+  app.run(errors.one_line_errors(main, "python -m beam_pipelines.extract_wikipedia"),
+          flags_parser=_parse_known_flags)
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ import json
 
 from beam_pipelines.pipelines import beam_io
 from beam_pipelines.pipelines import mining
+from dense_entity.common import errors
 
 
 def main(argv):
@@ -45,4 +46,5 @@ if __name__ == "__main__":
   flags.DEFINE_string("index_kind", "brute_force", "Index kind used for the search.")
   flags.DEFINE_integer("k", mining.DEFAULT_K, "Nearest entities searched per mention.")
   flags.mark_flags_as_required(["export_dir", "index_dir", "extract_dir", "output_dir"])
-  app.run(main, flags_parser=lambda argv: flags.FLAGS(argv, known_only=True) and argv)
+  app.run(errors.one_line_errors(main, "python -m beam_pipelines.mine_hard_negatives"),
+          flags_parser=lambda argv: flags.FLAGS(argv, known_only=True) and argv)

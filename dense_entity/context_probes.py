@@ -12,6 +12,7 @@ import os
 from absl import app
 from absl import flags
 
+from dense_entity.common import errors
 from dense_entity.evaluation import probes
 
 
@@ -57,4 +58,4 @@ if __name__ == "__main__":
                       "(built-in probes) or WS/reports/context_probes_<probes file name>.json.")
   flags.mark_flag_as_required("workspace")
   FLAGS = flags.FLAGS
-  app.run(main)
+  app.run(errors.one_line_errors(main, "python -m dense_entity.context_probes"))

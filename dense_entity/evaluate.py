@@ -10,6 +10,7 @@ Writes WS/reports/eval.json, eval.md, recall_at_k.png and deer_misses.jsonl
 from absl import app
 from absl import flags
 
+from dense_entity.common import errors
 from dense_entity.evaluation import evaluator
 from dense_entity.evaluation import reports
 
@@ -35,5 +36,5 @@ def main(argv):
 if __name__ == "__main__":
   define_flags()
   flags.mark_flags_as_required(["workspace"])
-  app.run(main)
+  app.run(errors.one_line_errors(main, "python -m dense_entity.evaluate"))
 

@@ -16,6 +16,7 @@ from absl import flags
 
 import tensorflow as tf
 
+from dense_entity.common import errors
 from dense_entity.modeling import config as config_lib
 from dense_entity.kb import records
 from dense_entity.kb import schema
@@ -86,4 +87,4 @@ def main(argv):
 
 if __name__ == "__main__":
   flags.mark_flags_as_required(["extract_dir", "model_dir"])
-  app.run(main)
+  app.run(errors.one_line_errors(main, "python -m dense_entity.train"))

@@ -17,6 +17,7 @@ from absl import app
 from absl import flags
 import numpy as np
 
+from dense_entity.common import errors
 from dense_entity.retrieval import index as index_lib
 from dense_entity.retrieval import index_builder
 
@@ -56,4 +57,4 @@ if __name__ == "__main__":
                     "encodings, which the model normalises (to norm <= 1 with the lexical "
                     "channel).")
   flags.mark_flags_as_required(["encodings", "titles", "output_dir", "model_fingerprint"])
-  app.run(main)
+  app.run(errors.one_line_errors(main, "python -m export.build_index"))

@@ -13,6 +13,7 @@ from absl import app
 from absl import flags
 from tqdm import tqdm
 
+from dense_entity.common import errors
 from dense_entity.kb import records
 from dense_entity.retrieval import entity_encodings
 
@@ -51,4 +52,4 @@ def main(argv):
 if __name__ == "__main__":
   define_flags()
   flags.mark_flags_as_required(["export_dir", "extract_dir", "output_dir"])
-  app.run(main)
+  app.run(errors.one_line_errors(main, "python -m export.encode_entities"))

@@ -11,6 +11,7 @@ import os
 from absl import app
 from absl import flags
 
+from dense_entity.common import errors
 from dense_entity.training import trainer
 from dense_entity.serving import savedmodel
 
@@ -33,4 +34,4 @@ def main(argv):
 
 if __name__ == "__main__":
   flags.mark_flags_as_required(["model_dir", "export_dir"])
-  app.run(main)
+  app.run(errors.one_line_errors(main, "python -m export.export_model"))

@@ -39,6 +39,7 @@ Writes OUTPUT_DIR (default WS/export/serving) atomically: the SavedModel plus
 import os
 from absl import app
 from absl import flags
+from dense_entity.common import errors
 from dense_entity.retrieval import serving_model
 
 FLAGS = flags.FLAGS
@@ -68,4 +69,4 @@ if __name__ == "__main__":
 
   flags.register_multi_flags_validator(["workspace", "export_dir", "index_dir"], _check,
                                        "give --workspace, or both --export_dir and --index_dir")
-  app.run(main)
+  app.run(errors.one_line_errors(main, "python -m export.serving"))

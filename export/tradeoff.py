@@ -35,6 +35,7 @@ Writes WS/reports/tradeoff.json (atomically):
 import os
 from absl import app
 from absl import flags
+from dense_entity.common import errors
 from dense_entity.evaluation import tradeoff
 
 FLAGS = flags.FLAGS
@@ -68,4 +69,4 @@ def define_flags():
 
 if __name__ == "__main__":
   define_flags()
-  app.run(main)
+  app.run(errors.one_line_errors(main, "python -m export.tradeoff"))
