@@ -20,7 +20,17 @@ def _demo(args):
                 context_match_dim=args.context_match_dim,
                 context_match_weight=args.context_match_weight,
                 char_ngrams=args.char_ngrams or None, name_match_dim=args.name_match_dim,
-                name_match_weight=args.name_match_weight)
+                name_match_weight=args.name_match_weight,
+                index_kinds=_index_kinds(args.index_kinds))
+
+
+def _index_kinds(value: str):
+  kinds = [k.strip() for k in value.split(",") if k.strip()]
+  unknown = [k for k in kinds if k not in ("brute_force", "ah", "ah_tree")]
+  if not kinds or unknown or "brute_force" not in kinds:
+    raise SystemExit(f"dense-entity demo: --index_kinds must list brute_force and any of ah, "
+                     f"ah_tree; got {value!r}")
+  return tuple(kinds)
 
 
 def _read_link_inputs(texts: Sequence[str], stdin: TextIO):
@@ -141,6 +151,10 @@ def build_parser() -> argparse.ArgumentParser:
                     "vs the entity's title and aliases (not in the paper; 0: none)")
   demo.add_argument("--name_match_weight", type=float,
                     help="mixing weight of the name channel, in (0, 1)")
+  demo.add_argument("--index_kinds", default="brute_force,ah,ah_tree",
+                    help="indexes built after the last round, comma-separated (brute_force, "
+                    "used by the evaluation, is required); e.g. brute_force,ah_tree for all of "
+                    "Wikipedia, where each ScaNN build holds the float32 matrix twice")
   demo.set_defaults(fn=_demo)
 
   link = sub.add_parser(

@@ -4,6 +4,8 @@ import json
 import os
 import types
 
+import pytest
+
 from dense_entity import demo
 from dense_entity.common.workspace import Workspace
 
@@ -88,3 +90,17 @@ def test_run_stages_keeps_done_stages_and_times_the_others(tmp_path, capsys):
   assert ran == ["a", "kept b", "c"]
   assert capsys.readouterr().out == "\n== a\n   a done\n\n== c\n   c done\n"
   assert list(state.timings) == ["steps"]
+
+
+def test_demo_command_passes_the_index_kinds_and_refuses_a_list_without_brute_force(
+    monkeypatch, tmp_path):
+  from dense_entity import cli  # pylint: disable=g-import-not-at-top
+  from dense_entity import demo as demo_lib  # pylint: disable=g-import-not-at-top
+  seen = {}
+  monkeypatch.setattr(demo_lib, "run_demo", lambda *args, **kwargs: seen.update(kwargs))
+  cli.main(["demo", "--workspace", str(tmp_path / "ws"), "--index_kinds", "brute_force,ah_tree"])
+  assert seen["index_kinds"] == ("brute_force", "ah_tree")
+  cli.main(["demo", "--workspace", str(tmp_path / "ws")])
+  assert seen["index_kinds"] == ("brute_force", "ah", "ah_tree")
+  with pytest.raises(SystemExit, match="must list brute_force"):
+    cli.main(["demo", "--workspace", str(tmp_path / "ws"), "--index_kinds", "ah_tree"])
