@@ -25,9 +25,10 @@ def _demo(args):
 
 
 def _index_kinds(value: str):
+  from dense_entity.retrieval import index as index_lib  # pylint: disable=g-import-not-at-top
   kinds = [k.strip() for k in value.split(",") if k.strip()]
-  unknown = [k for k in kinds if k not in ("brute_force", "ah", "ah_tree")]
-  if not kinds or unknown or "brute_force" not in kinds:
+  unknown = [k for k in kinds if k not in index_lib.KINDS]
+  if not kinds or unknown or index_lib.BRUTE_FORCE not in kinds:
     raise SystemExit(f"dense-entity demo: --index_kinds must list brute_force and any of ah, "
                      f"ah_tree; got {value!r}")
   return tuple(kinds)

@@ -12,7 +12,6 @@ row_entities.npy beside --encodings when it exists.
 
 import os
 
-
 from absl import app
 from absl import flags
 import numpy as np

@@ -1016,6 +1016,22 @@ def check_row_entities(row_entities: np.ndarray) -> int:
   return n
 
 
+def check_row_map(row_entities: np.ndarray, num_rows: int, num_entities: int) -> None:
+  """Checks that a row -> entity map fits `num_rows` encoding rows and `num_entities` titles.
+
+  Raises:
+    ValueError: the map is malformed (check_row_entities), has another length, or names
+      another number of entities.
+  """
+  if row_entities.shape != (num_rows,):
+    raise ValueError(f"row_entities has shape {row_entities.shape} for {num_rows} encoding "
+                     "rows.")
+  named = check_row_entities(row_entities)
+  if named != num_entities:
+    raise ValueError(f"row_entities names {named} entities, but there are {num_entities} "
+                     "titles.")
+
+
 def read_row_entities(index_root: str) -> Optional[np.ndarray]:
   """INDEX_ROOT/row_entities.npy (int32 `[rows]`), or None when the indexes have one row per
   entity."""

@@ -76,12 +76,7 @@ def build_indexes(encodings: np.ndarray, titles: Sequence[str], output_dir: str,
     raise ValueError(f"Encodings must have shape [n, dim], got {encodings.shape}.")
   if row_entities is not None:
     row_entities = np.asarray(row_entities, np.int32)
-    if row_entities.shape != (encodings.shape[0],):
-      raise ValueError(f"row_entities has shape {row_entities.shape} for {encodings.shape[0]} "
-                       "encoding rows.")
-    if index_lib.check_row_entities(row_entities) != len(titles):
-      raise ValueError(f"row_entities names {index_lib.check_row_entities(row_entities)} "
-                       f"entities, but there are {len(titles)} titles.")
+    index_lib.check_row_map(row_entities, encodings.shape[0], len(titles))
   elif len(titles) != encodings.shape[0]:
     raise ValueError(f"{len(titles)} titles for {encodings.shape[0]} encodings; row i of the "
                      "encodings must be titles[i].")

@@ -242,13 +242,11 @@ def export_serving_model(export_dir: str, index_dir: str, output_dir: Optional[s
   encodings, source = _entity_encodings(index_dir, fingerprint, dim)
   row_entities = index_lib.read_row_entities(index_dir)
   if row_entities is not None:
-    rows_path = os.path.join(index_dir, index_lib.ROW_ENTITIES_FILENAME)
-    if row_entities.shape[0] != encodings.shape[0]:
-      raise ValueError(f"{rows_path} maps {row_entities.shape[0]} rows; {source} has "
-                       f"{encodings.shape[0]}")
-    if index_lib.check_row_entities(row_entities) != len(titles):
-      raise ValueError(f"{rows_path} names {index_lib.check_row_entities(row_entities)} "
-                       f"entities; {titles_path} has {len(titles)} titles")
+    try:
+      index_lib.check_row_map(row_entities, encodings.shape[0], len(titles))
+    except ValueError as e:
+      raise ValueError(f"{os.path.join(index_dir, index_lib.ROW_ENTITIES_FILENAME)} does not "
+                       f"fit {source} and {titles_path}: {e}") from e
   elif len(titles) != encodings.shape[0]:
     raise ValueError(f"{titles_path} has {len(titles)} titles for {encodings.shape[0]} entity "
                      f"encodings ({source})")
