@@ -187,3 +187,46 @@ def test_names_moved_to_the_parts_stay_importable_from_trainer():
   assert trainer_lib.read_glove is initialization.read_glove
   assert trainer_lib.document_frequencies is initialization.document_frequencies
   assert trainer_lib.make_optimizer is optimizers.make_optimizer
+
+
+def _dedup_softmax_loss(mentions, entities, titles, scale):
+  """Per-row in-batch softmax loss on the de-duplicated batch, in plain numpy: each distinct
+  entity once (its first column's encoding), row i's label its own entity."""
+  distinct = list(dict.fromkeys(titles))
+  table = np.stack([entities[titles.index(t)] for t in distinct])
+  losses = []
+  for row, title in enumerate(titles):
+    logits = scale * (mentions[row] @ table.T)
+    top = logits.max()
+    losses.append(top + np.log(np.sum(np.exp(logits - top))) - logits[distinct.index(title)])
+  return np.array(losses)
+
+
+def test_training_step_counts_each_distinct_entity_once_per_row(tmp_path):
+  # Bug bank ex-03 through the trainer: the first batch of the tiny extraction is 'Ore River',
+  # 'Port Alder', 'Ore River' (mention 'the river'), 'Birch Cove'. The step's loss must be the
+  # loss of the de-duplicated batch, computed here without the project's mask.
+  from dense_entity.kb import records  # pylint: disable=g-import-not-at-top
+  from dense_entity.kb import schema  # pylint: disable=g-import-not-at-top
+  from dense_entity.modeling import tasks  # pylint: disable=g-import-not-at-top
+  extract = str(tmp_path / "extract")
+  testutil.write_tiny_extraction(extract, repeats=1)
+  cfg = _cfg(1)
+  cfg.train.batch_size = 4
+  t = trainer_lib.Trainer(cfg, extract, str(tmp_path / "model"))
+  batch = next(iter(records.mention_dataset(t.train_files, 4)))
+  titles = [v.decode() for v in batch[schema.ENTITY_TITLE].numpy()]
+  assert titles == ["Ore River", "Port Alder", "Ore River", "Birch Cove"]
+  steps = t._steps  # pylint: disable=protected-access
+  logits, labels, mentions, entities, mask = steps.replica_logits(batch)
+  mentions, entities = mentions.numpy(), entities.numpy()
+  np.testing.assert_allclose(entities[2], entities[0], atol=1e-6)  # one entity, one encoding
+  expected = _dedup_softmax_loss(mentions, entities, titles, float(t.model.scale.numpy()))
+  np.testing.assert_allclose(tasks.in_batch_softmax_loss(logits, labels).numpy(), expected,
+                             rtol=1e-5, atol=1e-6)
+  # Rows 1 and 3 see 'Ore River' once; rows 0 and 2 never see each other's copy.
+  assert mask.numpy().tolist() == [[False, False, True, False], [False, False, True, False],
+                                   [True, False, False, False], [False, False, True, False]]
+  # The step that trains (before its update) reports the mean of the same losses.
+  loss, _ = steps.train_step(batch)
+  np.testing.assert_allclose(float(loss), expected.mean(), rtol=1e-5)
