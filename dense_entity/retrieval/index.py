@@ -37,6 +37,7 @@ into ScaNN, whose loader aborts the process on a missing asset (e.g. `dataset.np
 exact reordering).
 """
 
+import contextlib
 import dataclasses
 import json
 import logging
@@ -45,6 +46,7 @@ import mmap
 import os
 import shutil
 import tempfile
+import threading
 import time
 from typing import Any, Dict, Optional, Tuple
 
@@ -68,6 +70,10 @@ REORDER_DTYPES = tuple(REORDER_DATASET_FILENAMES)
 FLOAT16_STORAGE_BYTES = 1 << 30
 # Above this many float32 bytes the ScaNN reordering dataset is stored as int8 (4x smaller).
 INT8_REORDER_BYTES = 1 << 30
+# Above this many float32 bytes a ScaNN build reads its input from a temporary file whose pages
+# are kept out of resident memory (ScaNN copies the input; a second in-memory float32 copy of
+# all of Wikipedia would cost 5.9 GB of the peak). The file goes to tempfile.gettempdir().
+FILE_BACKED_BUILD_BYTES = 1 << 30
 
 BRUTE_FORCE = "brute_force"
 AH = "ah"
@@ -229,22 +235,44 @@ def _normalize_rows(x: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
   return (x / safe).astype(np.float32), zero
 
 
-def _check_encodings(encodings: Any, normalize: bool = True) -> Tuple[np.ndarray, int]:
-  """Validates database encodings; returns (float32 [n, d], normalised when `normalize`,
-  zero-norm row count).
+def _encodings_shape(encodings: Any) -> Tuple[int, int]:
+  """Shape [n, d] of database encodings (array-like).
 
-  Works in blocks of rows, so the peak memory is the float32 result plus one block (a 4.5M x
-  192 float16 input needs 3.5 GB, not three float32 copies).
+  Raises:
+    TypeError: non-numeric encodings.
+    ValueError: not 2-D or empty.
   """
   x = encodings if isinstance(encodings, np.ndarray) else np.asarray(encodings)
   if x.dtype.kind not in "fiu":
     raise TypeError(f"Entity encodings must be real numbers, got dtype {x.dtype}.")
   if x.ndim != 2 or x.shape[0] < 1 or x.shape[1] < 1:
     raise ValueError(f"Entity encodings must have shape [n >= 1, dim >= 1], got {x.shape}.")
-  out = np.empty(x.shape, np.float32)
+  return x.shape
+
+
+def _check_encodings(encodings: Any, normalize: bool = True,
+                     out: Optional[np.ndarray] = None) -> Tuple[np.ndarray, int]:
+  """Validates database encodings; returns (float32 [n, d], normalised when `normalize`,
+  zero-norm row count).
+
+  Works in blocks of rows, so the peak memory is the float32 result plus one block (a 4.5M x
+  192 float16 input needs 3.5 GB, not three float32 copies). `out` (float32 [n, d], e.g. a
+  `_ScratchMatrix` array) receives the result instead of a new in-memory array; the pages of a
+  file-backed `out` are dropped from resident memory as it is written.
+  """
+  _encodings_shape(encodings)
+  x = encodings if isinstance(encodings, np.ndarray) else np.asarray(encodings)
+  if out is None:
+    out = np.empty(x.shape, np.float32)
+  elif out.shape != x.shape or out.dtype != np.float32:
+    raise ValueError(f"out must be float32 {x.shape}, got {out.dtype} {out.shape}.")
+  file_backed = isinstance(out, np.memmap)
   block = max(1, (1 << 22) // x.shape[1])
   num_zero, bad, first_zero = 0, [], []
   for start in range(0, x.shape[0], block):
+    if file_backed and start and start % (64 * block) == 0:  # Every 1 GiB written.
+      out.flush()
+      release_mapped_pages(out)
     chunk = out[start:start + block]
     chunk[...] = x[start:start + block]
     finite = np.isfinite(chunk).all(axis=1)
@@ -265,7 +293,49 @@ def _check_encodings(encodings: Any, normalize: bool = True) -> Tuple[np.ndarray
     logging.warning("%d of %d entity encodings have zero norm; they score 0.0 against every "
                     "query (first rows %s).", num_zero, x.shape[0], first_zero[:5])
   release_mapped_pages(x)
+  if file_backed:
+    out.flush()
+    release_mapped_pages(out)
   return out, num_zero
+
+
+class _ScratchMatrix:
+  """A float32 [n, d] matrix in a temporary .npy file whose pages are kept out of this
+  process's resident memory (the input of a large ScaNN build, see FILE_BACKED_BUILD_BYTES).
+
+  Use as a context manager; the file is deleted on exit. While `releasing()` is active a
+  background thread drops the mapped pages every `period_s` seconds: ScaNN reads the input
+  once into its own dataset, and pages it touches again are read back from the page cache.
+  """
+
+  def __init__(self, shape: Tuple[int, int]):
+    self._dir = tempfile.mkdtemp(prefix="scann-build-")
+    self.array = np.lib.format.open_memmap(os.path.join(self._dir, "encodings.npy"), "w+",
+                                           np.float32, tuple(shape))
+
+  def __enter__(self) -> "_ScratchMatrix":
+    return self
+
+  def __exit__(self, *exc_info) -> None:
+    self.array = None
+    shutil.rmtree(self._dir, ignore_errors=True)
+
+  @contextlib.contextmanager
+  def releasing(self, period_s: float = 1.0):
+    done = threading.Event()
+
+    def release():
+      while not done.wait(period_s):
+        release_mapped_pages(self.array)
+
+    thread = threading.Thread(target=release, name="scratch-page-release", daemon=True)
+    thread.start()
+    try:
+      yield
+    finally:
+      done.set()
+      thread.join()
+      release_mapped_pages(self.array)
 
 
 def release_mapped_pages(x: np.ndarray) -> bool:
@@ -432,8 +502,7 @@ class EntityIndex:
     if kind != BRUTE_FORCE:
       _import_scann_pybind()  # Not part of build_seconds.
     start = time.perf_counter()
-    x, num_zero = _check_encodings(encodings, normalize_rows)
-    n, d = x.shape
+    n, d = _encodings_shape(encodings)
     requested = derive_config(n, d) if config is None else config
     config = requested.clamped(n)
     config.validate(n)
@@ -446,6 +515,16 @@ class EntityIndex:
       effective = BRUTE_FORCE
       reason = (f"n={n} < MIN_AH_SIZE={MIN_AH_SIZE}: too few points to train AH "
                 "(16 centres per block)")
+    if effective != BRUTE_FORCE and 4 * n * d > FILE_BACKED_BUILD_BYTES:
+      with _ScratchMatrix((n, d)) as scratch:
+        _, num_zero = _check_encodings(encodings, normalize_rows, out=scratch.array)
+        with scratch.releasing():
+          effective, reason, searcher = cls._build_scann(scratch.array, effective, config,
+                                                         reason)
+    else:
+      x, num_zero = _check_encodings(encodings, normalize_rows)
+      if effective != BRUTE_FORCE:
+        effective, reason, searcher = cls._build_scann(x, effective, config, reason)
     common = dict(kind=kind, num_entities=n, dim=d, config=config,
                   model_fingerprint=model_fingerprint, num_zero_norm_rows=num_zero,
                   requested_config=None if config == requested else requested,
@@ -453,20 +532,25 @@ class EntityIndex:
     if effective == BRUTE_FORCE:
       index = BruteForceIndex(x, effective_kind=BRUTE_FORCE, fallback_reason=reason, **common)
     else:
-      try:
-        searcher = ScannIndex.build_searcher(x, effective, config)
-      except RuntimeError as e:
-        if effective != AH_TREE:
-          raise
-        reason = f"ScaNN could not train the tree ({e}); built without it"
-        logging.warning("Index fallback for n=%d: %s", n, reason)
-        effective = AH
-        searcher = ScannIndex.build_searcher(x, effective, config)
       index = ScannIndex(searcher, effective_kind=effective, fallback_reason=reason, **common)
     if reason:
       logging.info("Index kind %s built as %s: %s", kind, effective, reason)
     index.build_seconds = time.perf_counter() - start
     return index
+
+  @staticmethod
+  def _build_scann(x: np.ndarray, kind: str, config: "IndexConfig",
+                   reason: Optional[str]) -> Tuple[str, Optional[str], Any]:
+    """ScannIndex.build_searcher, falling back from 'ah_tree' to 'ah' when ScaNN cannot train
+    the tree; returns (effective kind, fallback reason, searcher)."""
+    try:
+      return kind, reason, ScannIndex.build_searcher(x, kind, config)
+    except RuntimeError as e:
+      if kind != AH_TREE:
+        raise
+      reason = f"ScaNN could not train the tree ({e}); built without it"
+      logging.warning("Index fallback for n=%d: %s", x.shape[0], reason)
+      return AH, reason, ScannIndex.build_searcher(x, AH, config)
 
   @classmethod
   def load(cls, directory: str, expected_model_fingerprint: Optional[str] = None,

@@ -438,6 +438,44 @@ def test_mapped_float16_pages_are_released_after_the_float32_copy(tmp_path):
   assert not index_lib.release_mapped_pages(np.zeros((3, 2), np.float32))
 
 
+def test_large_scann_build_reads_a_temporary_file_and_equals_the_in_memory_build(
+    monkeypatch, tmp_path):
+  x = clustered_vectors(4000, 32, num_clusters=40, seed=7)
+  queries = x[:50] + np.random.default_rng(3).normal(scale=0.01, size=(50, 32))
+  in_memory = index_lib.EntityIndex.build(x, "ah_tree", "m")
+  scratch_root = tmp_path / "tmp"
+  scratch_root.mkdir()
+  monkeypatch.setattr(index_lib.tempfile, "tempdir", str(scratch_root))
+  monkeypatch.setattr(index_lib, "FILE_BACKED_BUILD_BYTES", 0)  # as if the KB were large
+  made = []
+  real_build = index_lib.ScannIndex.build_searcher
+
+  def spy(data, kind, config):
+    made.append((type(data), os.listdir(scratch_root)))
+    return real_build(data, kind, config)
+
+  monkeypatch.setattr(index_lib.ScannIndex, "build_searcher", staticmethod(spy))
+  file_backed = index_lib.EntityIndex.build(x, "ah_tree", "m")
+  # ScaNN was handed a memory map of a file in the temp dir, and the file is gone afterwards.
+  assert made[0][0] is np.memmap and len(made[0][1]) == 1
+  assert os.listdir(scratch_root) == []
+  assert file_backed.effective_kind == "ah_tree"
+  # ScaNN's training is not bit-reproducible from run to run; both builds find each query's
+  # own row first and agree with exact search as well as each other.
+  exact, _ = index_lib.EntityIndex.build(x, "brute_force", "m").search(queries, 10)
+  for index in (in_memory, file_backed):
+    ids, _ = index.search(queries, 10)
+    np.testing.assert_array_equal(ids[:, 0], np.arange(50))
+    recall = np.mean([len(set(a) & set(b)) / 10 for a, b in zip(ids, exact)])
+    assert recall >= 0.95, recall
+  # A bad row is still reported, and the temporary file is removed.
+  bad = x.copy()
+  bad[17, 3] = np.nan
+  with pytest.raises(ValueError, match=r"NaN/Inf.*\[17\]"):
+    index_lib.EntityIndex.build(bad, "ah_tree", "m")
+  assert os.listdir(scratch_root) == []
+
+
 # ---------------------------------------------------------------------------------- name rows
 
 
