@@ -63,23 +63,87 @@ def test_same_ids_in_and_out_of_tf_function():
 
 
 _HASH_SCRIPT = """
+import json, os, sys
+import apache_beam as beam
 import tensorflow as tf
 from dense_entity.modeling import featurizer
-f = featurizer.TextFeaturizer(num_buckets=3)
-print(tf.strings.to_hash_bucket_fast(['Hello', 'TensorFlow', '2.x'], 3).numpy().tolist())
-print(f(tf.constant(['Port Alder']))[1].to_list())
+from dense_entity.serving import savedmodel
+
+export_dir, mentions = sys.argv[1], json.loads(sys.argv[2])
+texts = mentions["mention_span"] + ["Hello TensorFlow 2.x"]
+encoder_path = os.path.join(export_dir, savedmodel.MENTION_ENCODER_DIR)
+
+
+def bucket_ids():  # the documented tf.strings.to_hash_bucket_fast example
+  return tf.strings.to_hash_bucket_fast(["Hello", "TensorFlow", "2.x"], 3).numpy().tolist()
+
+
+def featurizer_ids(f, batch):
+  return [ids.to_list() for ids in f(tf.constant(batch))]
+
+
+out = {"buckets": bucket_ids()}
+f = featurizer.TextFeaturizer(num_buckets=1 << 20, vocabulary=["port"])
+out["ids"] = featurizer_ids(f, texts)
+# As the training input feeds the model: featurized inside a tf.data graph.
+graph = next(iter(tf.data.Dataset.from_tensors(tf.constant(texts)).map(f)))
+out["graph_ids"] = [ids.to_list() for ids in graph]
+
+
+class Featurize(beam.DoFn):
+  # As a Beam job (the mining round) uses them: the exported encoder loaded in setup.
+  def setup(self):
+    self.f = featurizer.TextFeaturizer(num_buckets=1 << 20, vocabulary=["port"])
+    self.encoder = savedmodel.load_encoder(encoder_path)
+
+  def process(self, batch):
+    yield {"buckets": bucket_ids(), "ids": featurizer_ids(self.f, batch),
+           "savedmodel": self.encoder(mentions).tolist()}
+
+
+with beam.Pipeline(runner="FnApiRunner") as p:
+  _ = (p | beam.Create([texts]) | beam.ParDo(Featurize())
+       | beam.Map(lambda r: print("BEAM " + json.dumps(r))))
+print("MAIN " + json.dumps(out))
 """
 
 
-def test_hash_buckets_do_not_depend_on_the_process():
-  # The documented tf.strings.to_hash_bucket_fast example: [0, 2, 2] in every process.
-  outs = []
-  for seed in ("1", "2"):
-    env = dict(os.environ, PYTHONHASHSEED=seed, TF_CPP_MIN_LOG_LEVEL="3")
-    outs.append(subprocess.run([sys.executable, "-c", _HASH_SCRIPT], env=env, check=True,
-                               capture_output=True, text=True, cwd=testutil.REPO_ROOT).stdout)
-  assert outs[0] == outs[1]
-  assert outs[0].splitlines()[0] == "[0, 2, 2]"
+def test_feature_ids_do_not_depend_on_the_process(tmp_path):
+  # Bug bank tf-02: feature ids come from tf.strings.to_hash_bucket_fast, never Python's
+  # hash(), so two processes with different PYTHONHASHSEED compute the same ids eagerly, in a
+  # tf.data graph (training), inside a Beam DoFn (mining), and through the exported
+  # SavedModel, whose encodings also equal this process's model.
+  import json  # pylint: disable=g-import-not-at-top
+  from dense_entity.serving import savedmodel  # pylint: disable=g-import-not-at-top
+  tf.keras.utils.set_random_seed(5)
+  model = models.DualEncoder(config.get_preset("tiny").model, ["port"])
+  export_dir = str(tmp_path / "export")
+  savedmodel.export_encoders(model, export_dir)
+  rows = testutil.MENTIONS[:3]
+  mentions = {name: [row[i] for row in rows] for i, name in enumerate(schema.MENTION_FEATURES)}
+  here = model.mention_encoder({n: tf.constant(v) for n, v in mentions.items()}).numpy()
+  procs = [subprocess.Popen([sys.executable, "-c", _HASH_SCRIPT, export_dir,
+                             json.dumps(mentions)], cwd=testutil.REPO_ROOT, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env=dict(os.environ, PYTHONHASHSEED=seed, TF_CPP_MIN_LOG_LEVEL="3"))
+           for seed in ("1", "2")]  # two processes at once: the test takes one's time
+  results = []
+  for proc in procs:
+    stdout, stderr = proc.communicate()
+    assert proc.returncode == 0, stderr[-3000:]
+    results.append({line.split(" ", 1)[0]: json.loads(line.split(" ", 1)[1])
+                    for line in stdout.splitlines() if line.startswith(("MAIN ", "BEAM "))})
+  first = results[0]["MAIN"]
+  assert first["buckets"] == [0, 2, 2]
+  texts = tf.constant(mentions[schema.MENTION_SPAN] + ["Hello TensorFlow 2.x"])
+  assert [ids.to_list() for ids in featurizer.TextFeaturizer(1 << 20, ["port"])(texts)] == (
+      first["ids"])  # and this process (pytest's own hash seed)
+  assert first["ids"][0][1][0] == 0  # 'port', a vocabulary word: its own row
+  for result in results:
+    main, beam = result["MAIN"], result["BEAM"]
+    assert main["ids"] == first["ids"] and main["graph_ids"] == first["ids"]
+    assert beam["ids"] == first["ids"] and beam["buckets"] == [0, 2, 2]
+    np.testing.assert_allclose(beam["savedmodel"], here, atol=1e-5)
 
 
 def test_category_featurizer_splits_on_separator_and_skips_empty():
