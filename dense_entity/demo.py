@@ -201,7 +201,8 @@ def run_stages(stages: Sequence[Stage], state: DemoState) -> None:
 class Extract(Stage):
   """Beam (DirectRunner): dump -> entities, train/held-out mentions, alias counts.
 
-  Always redone.
+  Always redone. An extraction with no held-out mention stops the demo (ValueError naming
+  WS/extract and the held-out fraction) before anything is trained.
   """
   patterns: Sequence[str]
   files: Sequence[str]
@@ -228,6 +229,12 @@ class Extract(Stage):
                                          descriptions=self.descriptions,
                                          title_lists=self.titles,
                                          redirect_lists=self.redirects_tsv)
+    if not state.stats.get("mentions_heldout"):
+      # Every round is measured on the held-out mentions: stop before training.
+      from dense_entity.evaluation import evaluator  # pylint: disable=g-import-not-at-top
+      raise ValueError(evaluator.empty_heldout_message(state.ws.extract)
+                       + "; the demo measures every round on held-out mentions, so it stops "
+                       "before training")
 
   def summary(self, state, seconds):
     stats = state.stats

@@ -24,7 +24,7 @@ import dataclasses
 import hashlib
 import os
 import re
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from dense_entity.common import fileio
 from dense_entity.kb.mention_features import mention_features, sentence_spans
@@ -122,6 +122,21 @@ def _decode_yago(name: str) -> str:
   return decoded.encode("utf-16", "surrogatepass").decode("utf-16")
 
 
+def _utf8_lines(f, path: str) -> Iterator[Tuple[int, str]]:
+  """Yields (line number from 1, line) of the text file `f` opened as UTF-8.
+
+  Raises:
+    ValueError: naming `path` and the last good line when the text is not UTF-8.
+  """
+  line_number = 0
+  try:
+    for line_number, line in enumerate(f, 1):
+      yield line_number, line
+  except UnicodeDecodeError as e:
+    raise ValueError(f"{path}: not UTF-8 text after line {line_number} ({e.reason}); "
+                     "evaluation sets are read as UTF-8") from None
+
+
 def load_aida_tsv(path: str) -> List[EvalMention]:
   """Loads an AIDA CoNLL-style TSV file (AIDA-YAGO2, KORE50).
 
@@ -142,8 +157,10 @@ def load_aida_tsv(path: str) -> List[EvalMention]:
 
   Raises:
     ValueError: naming the file and line, for tokens before the first DOCSTART, an empty token,
-      2-3 columns, a tag other than B/I, an 'I' that does not continue a mention, or an empty
-      gold column.
+      2-3 columns, a tag other than B/I, an 'I' that does not continue a mention, an empty
+      gold column, or a mention line whose columns are separated by spaces, not tabs; naming
+      the file, for text that is not UTF-8 and for a file with no mention (with the likely
+      cause: no tab-separated line).
   """
   mentions: List[EvalMention] = []
   doc_id: Optional[str] = None
@@ -159,8 +176,9 @@ def load_aida_tsv(path: str) -> List[EvalMention]:
     for start, end, _, gold in spans:
       mentions.append(EvalMention(doc_id, text, start, end, gold))
 
+  line_number = 0
   with open(path, encoding="utf-8", newline="") as f:
-    for line_number, line in enumerate(f, 1):
+    for line_number, line in _utf8_lines(f, path):
       line = line.rstrip("\r\n")
       where = f"{path}:{line_number}"
       if line.startswith(_DOCSTART):
@@ -185,6 +203,10 @@ def load_aida_tsv(path: str) -> List[EvalMention]:
       token = fields[0]
       if not token.strip():
         raise ValueError(f"{where}: empty token")
+      spaced = line.split()
+      if len(fields) == 1 and len(spaced) >= 4 and spaced[1] in ("B", "I"):
+        raise ValueError(f"{where}: columns separated by spaces, not tabs ({line[:60]!r}); "
+                         "AIDA columns are tab-separated: token, B/I, mention, gold")
       start = length + 1 if tokens else 0
       tokens.append(token)
       length = start + len(token)
@@ -213,6 +235,12 @@ def load_aida_tsv(path: str) -> List[EvalMention]:
   if open_span:
     spans.append(tuple(open_span))
   flush()
+  if not mentions:
+    # Any tab-separated token line is a mention or an error above, so none has tabs.
+    cause = ("the file is empty" if not line_number else
+             "no line has tab-separated columns (token<TAB>B|I<TAB>mention<TAB>gold); columns "
+             "separated by spaces?")
+    raise ValueError(f"{path}: no mentions in {line_number} lines: {cause}")
   return mentions
 
 
@@ -480,8 +508,10 @@ def load(spec: str) -> List[EvalMention]:
   mentions.tsv, docs.tsv and the text/ folder; texts directly in DIR are accepted too).
 
   Raises:
-    ValueError: for a spec without 'FORMAT:' or an unknown format, and whatever the loader
-      raises for malformed input.
+    ValueError: for a spec without 'FORMAT:' or an unknown format, a dataset with no mention
+      or text that is not UTF-8 (naming the file), and whatever the loader raises for
+      malformed input.
+    FileNotFoundError: naming a missing file.
   """
   fmt, sep, path = spec.partition(":")
   fmt = fmt.strip().lower()
@@ -491,7 +521,14 @@ def load(spec: str) -> List[EvalMention]:
   if fmt not in LOADERS:
     raise ValueError(f"dataset spec {spec!r}: unknown format {fmt!r}; expected one of "
                      f"{sorted(LOADERS)}")
-  return LOADERS[fmt](path)
+  try:
+    mentions = LOADERS[fmt](path)
+  except UnicodeDecodeError as e:
+    raise ValueError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start}); the {fmt} "
+                     "format is read as UTF-8") from None
+  if not mentions:
+    raise ValueError(f"{path}: no mentions in this {fmt} dataset; nothing to evaluate")
+  return mentions
 
 
 def name_of(spec: str) -> str:

@@ -17,10 +17,14 @@ top 5) and WS/reports/eval.json:
   {"num_mentions": N, "num_entities": M, "systems": {"DEER": {"recall@1": x, "recall@10": y,
    "recall@100": z, ...}, "AT-Prior": {...}, "AT-Ext": {...}, "BM25": {...}},
    "datasets": {"heldout": {same as above}, "<dataset name>": {...}}, ...}
-The top-level "systems" are the held-out Wikipedia mentions (the training split's heldout part).
+The top-level "systems" are the held-out Wikipedia mentions (the training split's heldout part);
+when that split is empty and datasets are given it is skipped: no top-level "systems", and
+"heldout_skipped" says why. Inputs with nothing to score are errors raised before anything is
+written (`evaluate_workspace`).
 """
 
 import json
+import logging
 import os
 import time
 from typing import Dict, List, Sequence
@@ -193,23 +197,86 @@ def split_ambiguous_spans(features, gold, rankings, retrievers) -> dict:
   return {"num_mentions": len(keep), "systems": systems}
 
 
+def empty_heldout_message(extract_dir: str) -> str:
+  """Why the extraction in `extract_dir` has no held-out mention, for an error or a warning."""
+  manifest = records.require_extraction(extract_dir)
+  counts = manifest.get("counts", {})
+  fraction = manifest.get("heldout_fraction")
+  detail = []
+  if fraction is not None:
+    detail.append(f"heldout_fraction {fraction}")
+  if counts.get("articles") is not None:
+    detail.append(f"{counts['articles']} articles")
+  if counts.get(schema.TRAIN_MENTIONS_PREFIX) is not None:
+    detail.append(f"{counts[schema.TRAIN_MENTIONS_PREFIX]} training mentions")
+  return (f"{extract_dir}: the held-out split has 0 mentions"
+          + (f" ({', '.join(detail)})" if detail else "")
+          + "; re-extract with a larger --heldout_fraction (0.001 holds out about one page in "
+          "a thousand)")
+
+
+def _check_scorable(name: str, spec: str, gold: Sequence[str], retrievers: "Retrievers") -> None:
+  """Raises ValueError when no mention of a dataset can be scored (all NIL); warns when none
+  has its gold entity in the KB (in-KB recall is then undefined, shown as n/a)."""
+  counts = metrics.score_rankings([[] for _ in gold], gold, retrievers.kb_titles,
+                                  retrievers.resolver, KS)
+  if not counts["num_mentions"]:
+    raise ValueError(f"{spec}: none of its {len(gold)} mentions can be scored ("
+                     f"{counts['num_nil']} NIL); nothing to evaluate")
+  if not counts["num_in_kb"]:
+    logging.warning("%s: none of its %d scored mentions has its gold entity in the KB of %d "
+                    "entities (%d missing, %d unresolvable): in-KB recall is undefined (n/a); "
+                    "overall recall counts them as misses", name, counts["num_mentions"],
+                    len(retrievers.kb_titles), counts["num_gold_missing_from_kb"],
+                    counts["num_unresolvable_gold"])
+
+
 def evaluate_workspace(root: str, dataset_specs: Sequence[str] = (), max_mentions: int = 0,
                        index_kind: str = "brute_force") -> dict:
   """Evaluates all systems on the held-out mentions and on each dataset; writes the report.
 
+  Every input is read and checked before the model is loaded and before any report file is
+  written, so a run that has nothing to score leaves an earlier report as it was. An empty
+  held-out split is skipped with a warning when datasets are given (the report then has no
+  top-level "systems", and "heldout_skipped" says why).
+
   Returns:
     The report written to WS/reports/eval.json (see the module docstring).
+
+  Raises:
+    ValueError: naming the extraction when the held-out split has no mention and no dataset
+      is given; naming the file of a dataset with no mention, or with no mention that can be
+      scored (all NIL); for malformed datasets (datasets.load).
+    FileNotFoundError: naming a missing stage output or dataset file.
   """
   ws = Workspace(root)
-  retrievers = Retrievers(ws, index_kind)
-  report = {"num_entities": len(retrievers.titles), "index": index_kind,
-            "model_fingerprint": retrievers.index.model_fingerprint, "datasets": {}}
   heldout = read_heldout_mentions(ws.extract, max_mentions)
-  sections = {"heldout": (heldout, [m[schema.ENTITY_TITLE] for m in heldout])}
+  sections, specs, skipped = {}, {}, None
+  if heldout:
+    sections["heldout"] = (heldout, [m[schema.ENTITY_TITLE] for m in heldout])
+    specs["heldout"] = ws.extract
+  elif dataset_specs:
+    skipped = empty_heldout_message(ws.extract)
+    logging.warning("%s; held-out evaluation skipped, evaluating the %d dataset(s) given",
+                    skipped, len(dataset_specs))
+  else:
+    raise ValueError(empty_heldout_message(ws.extract) + ", or evaluate on --dataset "
+                     "FORMAT:PATH; nothing was evaluated")
   for spec in dataset_specs:
     mentions = datasets_lib.load(spec)
     name = datasets_lib.name_of(spec)
+    if name in sections:
+      raise ValueError(f"dataset {spec!r}: another dataset (or the held-out split) is already "
+                       f"reported as {name!r}; rename the file")
     sections[name] = (datasets_lib.all_features(mentions), [m.gold for m in mentions])
+    specs[name] = spec.partition(":")[2]
+  retrievers = Retrievers(ws, index_kind)
+  for name, (_, gold) in sections.items():
+    _check_scorable(name, specs[name], gold, retrievers)
+  report = {"num_entities": len(retrievers.titles), "index": index_kind,
+            "model_fingerprint": retrievers.index.model_fingerprint, "datasets": {}}
+  if skipped:
+    report["heldout_skipped"] = skipped
   misses = []
   for name, (features, gold) in sections.items():
     section = evaluate_mentions(retrievers, features, gold)
@@ -222,10 +289,11 @@ def evaluate_workspace(root: str, dataset_specs: Sequence[str] = (), max_mention
     rankings = all_rankings["DEER"]
     misses.extend(_deer_misses(name, features, gold, rankings, retrievers))
     report["datasets"][name] = section
-  held = report["datasets"]["heldout"]
-  report["num_mentions"] = held["num_mentions"]
-  report["systems"] = {name: {f"recall@{k}": held["systems"][name][f"recall@{k}"] for k in KS}
-                       for name in SYSTEMS}
+  held = report["datasets"].get("heldout")
+  if held is not None:
+    report["num_mentions"] = held["num_mentions"]
+    report["systems"] = {name: {f"recall@{k}": held["systems"][name][f"recall@{k}"]
+                                for k in KS} for name in SYSTEMS}
   os.makedirs(ws.reports, exist_ok=True)
   fileio.write_text_atomically(os.path.join(ws.reports, reports.MISSES_FILE),
                     "".join(json.dumps(m, ensure_ascii=False) + "\n" for m in misses))

@@ -19,10 +19,22 @@ MISSES_FILE = "deer_misses.jsonl"
 ROUNDS_FILE = "recall_by_round.png"
 
 
+def _in_kb_recall(section: dict, scores: dict, k: int) -> str:
+  """In-KB recall@k as printed: 'n/a' when no mention of the section has its gold in the KB
+  (the JSON report's 0.0 then has an empty denominator)."""
+  return f"{scores[f'recall@{k}']:.3f}" if section["num_in_kb"] else "n/a"
+
+
+def _heldout_skipped(report: dict) -> list:
+  reason = report.get("heldout_skipped")
+  return [f"held-out mentions: skipped ({reason})"] if reason else []
+
+
 def format_markdown(report: dict) -> str:
   """Markdown tables like the paper's Table 2, one per dataset, with the counts."""
   lines = [f"# Entity retrieval recall ({report['num_entities']} entities, "
            f"index: {report['index']})", ""]
+  lines += [line + "\n" for line in _heldout_skipped(report)]
   for name, section in report["datasets"].items():
     lines += [f"## {name}", "",
               f"{section['num_mentions']} mentions: {section['num_in_kb']} with gold in the KB, "
@@ -34,7 +46,8 @@ def format_markdown(report: dict) -> str:
     for system in SYSTEMS:
       s = section["systems"][system]
       lines.append(f"| {system} | " + " | ".join(
-          f"{s[f'recall@{k}']:.3f} ({s[f'overall_recall@{k}']:.3f})" for k in KS) + " |")
+          f"{_in_kb_recall(section, s, k)} ({s[f'overall_recall@{k}']:.3f})" for k in KS)
+                   + " |")
     lines.append("")
     split = section.get("by_gold_seen_in_training")
     if split:
@@ -99,7 +112,7 @@ def plot_recall_curves(report: dict, path: str):
 
 def format_table(report: dict) -> str:
   """The paper's Table 2 layout: one row per system, recall@1/@10/@100 per dataset."""
-  lines = []
+  lines = _heldout_skipped(report)
   for name, section in report["datasets"].items():
     lines.append(f"\n{name}: {section['num_mentions']} mentions "
                  f"({section['num_in_kb']} with gold in the KB of {report['num_entities']} "
@@ -108,7 +121,8 @@ def format_table(report: dict) -> str:
     lines.append(f"  {'system':<10}" + "".join(f"{'R@' + str(k):>9}" for k in KS))
     for system in SYSTEMS:
       s = section["systems"][system]
-      lines.append(f"  {system:<10}" + "".join(f"{s[f'recall@{k}']:>9.3f}" for k in KS))
+      lines.append(f"  {system:<10}" + "".join(f"{_in_kb_recall(section, s, k):>9}"
+                                               for k in KS))
   return "\n".join(lines)
 
 

@@ -104,3 +104,29 @@ def test_demo_command_passes_the_index_kinds_and_refuses_a_list_without_brute_fo
   assert seen["index_kinds"] == ("brute_force", "ah", "ah_tree")
   with pytest.raises(SystemExit, match="must list brute_force"):
     cli.main(["demo", "--workspace", str(tmp_path / "ws"), "--index_kinds", "ah_tree"])
+
+
+def test_no_heldout_mentions_stop_the_demo_before_training(monkeypatch, tmp_path, capsys):
+  # A small input with a held-out fraction that holds out no page (the stage commands' 0.001
+  # on the default input): the demo says so and trains nothing, instead of reporting 0.000.
+  from dense_entity import cli  # pylint: disable=g-import-not-at-top
+  dump = tmp_path / "dump.xml"
+  dump.write_text("<mediawiki/>")
+
+  def extract(files, output_dir, **kwargs):
+    os.makedirs(output_dir, exist_ok=True)
+    with open(os.path.join(output_dir, "MANIFEST.json"), "w") as f:
+      json.dump({"heldout_fraction": kwargs["heldout_fraction"],
+                 "counts": {"articles": 106, "mentions_train": 2000, "mentions_heldout": 0}}, f)
+    return {"articles": 106, "mentions_train": 2000, "mentions_heldout": 0}
+
+  fake = types.SimpleNamespace(extraction=types.SimpleNamespace(run=extract), mining=None)
+  monkeypatch.setattr(demo, "_beam", lambda: fake)
+  ws = tmp_path / "ws"
+  status = cli.main(["demo", "--workspace", str(ws), "--input", str(dump),
+                     "--heldout_fraction", "0.001"])
+  err = capsys.readouterr().err
+  assert status == 2
+  assert (f"error: {ws}/extract: the held-out split has 0 mentions (heldout_fraction 0.001, "
+          "106 articles, 2000 training mentions)") in err
+  assert "stops before training" in err and not (ws / "model").exists()

@@ -71,6 +71,45 @@ def test_aida_malformed(tmp_path, content, line, message):
     datasets.load_aida_tsv(str(path))
 
 
+def test_aida_with_spaces_instead_of_tabs_is_an_error_naming_the_cause(tmp_path):
+  # The fixture with every tab turned into a space: no line has tab-separated columns, so it
+  # used to parse as tokens without mentions (0 mentions, scored as 0.000 everywhere).
+  with open(fixture("aida_sample.tsv"), encoding="utf-8") as f:
+    spaced = f.read().replace("\t", " ")
+  path = tmp_path / "spaced.tsv"
+  path.write_text(spaced, encoding="utf-8")
+  with pytest.raises(ValueError, match=r"spaced.tsv:2: columns separated by spaces, not tabs"):
+    datasets.load("aida:" + str(path))
+  # Without the 4 columns on a line, the whole file is still refused, with the likely cause.
+  path.write_text("-DOCSTART- (1 EU)\nEU\nrejects\n", encoding="utf-8")
+  with pytest.raises(ValueError, match=r"spaced.tsv: no mentions in 3 lines: no line has "
+                     r"tab-separated columns"):
+    datasets.load("aida:" + str(path))
+
+
+@pytest.mark.parametrize("spec_format,content,message", [
+    ("aida", "", "the file is empty"),
+    ("aida", "-DOCSTART- (1)\n-DOCSTART- (2)\n", "no line has tab-separated columns"),
+    ("jsonl", "", "no mentions in this jsonl dataset"),
+    ("jsonl", '{"text": "Nothing here.", "mentions": []}\n', "no mentions in this jsonl"),
+])
+def test_a_dataset_with_no_mentions_is_an_error_naming_the_file(tmp_path, spec_format, content,
+                                                                message):
+  path = tmp_path / "empty.data"
+  path.write_text(content, encoding="utf-8")
+  with pytest.raises(ValueError, match=rf"empty.data: .*{message}"):
+    datasets.load(f"{spec_format}:{path}")
+
+
+@pytest.mark.parametrize("spec_format", ["aida", "jsonl"])
+def test_a_dataset_that_is_not_utf8_is_an_error_naming_the_file(tmp_path, spec_format):
+  path = tmp_path / "latin1.data"
+  path.write_bytes("-DOCSTART- (1)\nM\u00fcller\tB\tM\u00fcller\tThomas_M\u00fcller\n"
+                   .encode("latin-1"))
+  with pytest.raises(ValueError, match=r"latin1.data: not UTF-8 text"):
+    datasets.load(f"{spec_format}:{path}")
+
+
 # ----------------------------------------------------------------------------- JSONL
 
 

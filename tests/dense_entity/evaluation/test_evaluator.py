@@ -1,12 +1,20 @@
-"""evaluate: the seen / unseen and ambiguous-span splits of held-out recall."""
+"""evaluate: the seen / unseen and ambiguous-span splits of held-out recall; inputs with
+nothing to score are errors that leave the earlier report in place."""
 
+import json
 import os
+import shutil
+import subprocess
+import sys
 import types
+
+import pytest
 
 from dense_entity.evaluation import evaluator
 from dense_entity.evaluation import reports
 from dense_entity.kb import schema
 from dense_entity.kb import titles
+from tests import testutil
 
 
 def test_split_by_training_gold(tmp_path):
@@ -61,3 +69,111 @@ def test_split_ambiguous_spans_keeps_aliases_of_several_entities_and_blanks_cont
   assert [f[schema.MENTION_SENTENCE] for f in seen_by_deer] == ["", ""]
   assert {f[schema.MENTION_SPAN] for f in seen_by_deer} == {"Georgia", "georgia"}
   assert all(f[schema.MENTION_LEFT] == f[schema.MENTION_RIGHT] == "" for f in seen_by_deer)
+
+
+# ----------------------------------------------------------------------------- nothing to score
+
+_OLD_REPORT = '{"finished": "an earlier evaluation"}'
+_ORE_RIVER = '{"text": "The Ore River meets the sea.", "mentions": [{"start": 4, "end": 13, ' \
+             '"entity": "Ore River"}]}\n'
+
+
+@pytest.fixture(scope="module")
+def tiny_workspace(tmp_path_factory):
+  from tests.dense_entity.retrieval import test_retriever  # pylint: disable=g-import-not-at-top
+  return test_retriever.build_tiny_workspace(tmp_path_factory.mktemp("eval_ws"))
+
+
+@pytest.fixture
+def workspace(tiny_workspace, tmp_path):
+  """A copy of the tiny workspace with an earlier report in WS/reports/eval.json."""
+  root = str(tmp_path / "ws")
+  shutil.copytree(tiny_workspace, root)
+  os.makedirs(os.path.join(root, "reports"), exist_ok=True)
+  with open(os.path.join(root, reports.REPORT_FILE), "w", encoding="utf-8") as f:
+    f.write(_OLD_REPORT)
+  return root
+
+
+def _empty_heldout(root):
+  """Rewrites the held-out shard of the workspace's extraction with no record (as a small dump
+  with --heldout_fraction=0.001 leaves it)."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  for path in tf.io.gfile.glob(os.path.join(root, "extract",
+                                            schema.HELDOUT_MENTIONS_PREFIX + "-*")):
+    with tf.io.TFRecordWriter(path):
+      pass
+
+
+def _report(root):
+  with open(os.path.join(root, reports.REPORT_FILE), encoding="utf-8") as f:
+    return f.read()
+
+
+def test_empty_heldout_split_without_datasets_is_an_error_and_keeps_the_report(workspace):
+  _empty_heldout(workspace)
+  with pytest.raises(ValueError, match=r"extract: the held-out split has 0 mentions.*"
+                     r"heldout_fraction"):
+    evaluator.evaluate_workspace(workspace)
+  assert _report(workspace) == _OLD_REPORT
+
+
+def test_empty_heldout_split_is_skipped_when_datasets_are_given(workspace, tmp_path, caplog):
+  _empty_heldout(workspace)
+  dataset = tmp_path / "ore.jsonl"
+  dataset.write_text(_ORE_RIVER, encoding="utf-8")
+  report = evaluator.evaluate_workspace(workspace, [f"jsonl:{dataset}"])
+  assert "held-out split has 0 mentions" in caplog.text
+  assert list(report["datasets"]) == ["ore"] and "systems" not in report
+  assert "held-out split has 0 mentions" in report["heldout_skipped"]
+  assert report["datasets"]["ore"]["num_in_kb"] == 1
+  assert json.loads(_report(workspace))["datasets"]["ore"]["num_mentions"] == 1
+  assert reports.format_table(report).startswith("held-out mentions: skipped (")
+
+
+@pytest.mark.parametrize("name,content,message", [
+    # AIDA with spaces instead of tabs: used to be 0 mentions scored 0.000 everywhere.
+    ("spaced.tsv", "-DOCSTART- (1)\nThe\nOre B Ore_River Ore_River\n",
+     r"spaced.tsv:3: columns separated by spaces, not tabs"),
+    ("nil.jsonl", '{"text": "Zorblax won.", "mentions": [{"start": 0, "end": 7, '
+     '"entity": null}]}\n', r"nil.jsonl: none of its 1 mentions can be scored \(1 NIL\)"),
+    ("same_name.jsonl", None, r"already reported as 'same_name'"),
+])
+def test_a_dataset_with_nothing_to_score_is_an_error_and_keeps_the_report(
+    workspace, tmp_path, name, content, message):
+  path = tmp_path / name
+  path.write_text(content or _ORE_RIVER, encoding="utf-8")
+  specs = [f"{'aida' if name.endswith('.tsv') else 'jsonl'}:{path}"]
+  if content is None:  # two datasets that would be reported under one name
+    other = tmp_path / "other" / name
+    other.parent.mkdir()
+    other.write_text(_ORE_RIVER, encoding="utf-8")
+    specs.append(f"jsonl:{other}")
+  with pytest.raises(ValueError, match=message):
+    evaluator.evaluate_workspace(workspace, specs)
+  assert _report(workspace) == _OLD_REPORT
+
+
+def test_a_dataset_without_gold_in_the_kb_prints_na_for_in_kb_recall(workspace, tmp_path):
+  dataset = tmp_path / "elsewhere.jsonl"
+  dataset.write_text('{"text": "Zorblax won.", "mentions": [{"start": 0, "end": 7, '
+                     '"entity": "Zorblax"}]}\n', encoding="utf-8")
+  report = evaluator.evaluate_workspace(workspace, [f"jsonl:{dataset}"])
+  section = report["datasets"]["elsewhere"]
+  assert section["num_mentions"] == 1 and section["num_in_kb"] == 0
+  table = reports.format_table(report)
+  assert "  DEER            n/a      n/a      n/a" in table.splitlines()
+  assert "| DEER | n/a (0.000) | n/a (0.000) | n/a (0.000) |" in reports.format_markdown(report)
+
+
+def test_evaluate_command_exits_2_on_a_spaced_aida_file_and_keeps_the_report(workspace,
+                                                                              tmp_path):
+  path = tmp_path / "kore_spaced.tsv"
+  path.write_text("-DOCSTART- (1)\nDavid B David David_Beckham\n", encoding="utf-8")
+  proc = subprocess.run([sys.executable, "-m", "dense_entity.evaluate",
+                         f"--workspace={workspace}", f"--dataset=aida:{path}"],
+                        cwd=testutil.REPO_ROOT, capture_output=True, text=True, check=False)
+  assert proc.returncode == 2, proc.stderr[-2000:]
+  assert proc.stderr.strip().splitlines()[-1].startswith(
+      f"python -m dense_entity.evaluate: error: {path}:2: columns separated by spaces")
+  assert _report(workspace) == _OLD_REPORT
