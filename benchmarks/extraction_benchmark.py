@@ -21,8 +21,14 @@ wikiextractor with 1 and with 2 processes, peak RSS of the largest process (ru_m
 os.wait4, which covers the subprocess and its reaped children) and the peak of the summed RSS of
 the whole process tree (sampled from /proc every --sample_s seconds; worker pools add up).
 
+Then one line per generated long page (issue 14, item 4; --long_page_mb, default 0.5 and 5 MB
+of wikitext: paragraphs of 40 sentences with a link each, every 50th paragraph a run-on list of
+400 links on one line): seconds of parse_article and of article_mentions (the mention features)
+in this process, and seconds per MB, which stays flat when the page work is linear in its length.
+
 Usage (from the repository root):
   python -m benchmarks.extraction_benchmark [--files=GLOB[,GLOB]] [--methods=...]
+      [--long_page_mb=0.5,5]
 """
 
 import glob
@@ -216,6 +222,50 @@ def format_table(results: Dict[str, Dict[str, float]], pages: int) -> str:
   return "\n".join(lines)
 
 
+def generated_page(target_bytes: int, seed: int = 0) -> str:
+  """Wikitext of about `target_bytes` characters: paragraphs of 40 sentences with one link
+  each; every 50th paragraph a run-on list of 400 links on one line (no full stop)."""
+  import random  # pylint: disable=g-import-not-at-top
+  rng = random.Random(seed)
+  words = "the of river city born album team season league county village station".split()
+  paragraphs, size, n = [], 0, 0
+  while size < target_bytes:
+    if len(paragraphs) % 50 == 49:
+      paragraph = " · ".join(f"[[Stop {n + i}]]" for i in range(400))
+      n += 400
+    else:
+      sentences = []
+      for _ in range(40):
+        before = " ".join(rng.choice(words) for _ in range(rng.randint(3, 9))).capitalize()
+        sentences.append(f"{before} [[Entity {n}|entity {n}]] {rng.choice(words)}.")
+        n += 1
+      paragraph = " ".join(sentences)
+    paragraphs.append(paragraph)
+    size += len(paragraph) + 2
+  return "\n\n".join(paragraphs)
+
+
+def time_long_pages(sizes_mb: Sequence[float]) -> List[str]:
+  """One line per generated page: MB, links, parse seconds, mention-feature seconds, s/MB."""
+  # pylint: disable=g-import-not-at-top
+  from beam_pipelines.parsers import mentions
+  from beam_pipelines.parsers import wikitext
+  # pylint: enable=g-import-not-at-top
+  lines = []
+  for mb in sizes_mb:
+    page = generated_page(int(mb * 1e6))
+    start = time.perf_counter()
+    parsed = wikitext.parse_article(page, "Generated page")
+    parsed_at = time.perf_counter()
+    got = mentions.article_mentions(parsed, 1, "Generated page")
+    done = time.perf_counter()
+    size_mb = len(page.encode("utf-8")) / 1e6
+    lines.append(f"generated page {size_mb:5.2f} MB: {len(got):7d} links, parse_article "
+                 f"{parsed_at - start:6.2f} s, mention features {done - parsed_at:6.2f} s, "
+                 f"total {(done - start) / size_mb:5.2f} s/MB")
+  return lines
+
+
 FLAGS = flags.FLAGS
 
 
@@ -229,6 +279,7 @@ def main(argv):
     result = _WORKERS[FLAGS.worker](files, FLAGS.worker_arg)
     print(_RESULT_PREFIX + json.dumps(result), flush=True)
     return
+  long_pages = [float(mb) for mb in FLAGS.long_page_mb.split(",") if mb]
   pages, size = count_pages(files)
   print(f"{len(files)} files, {size / 2**20:.1f} MiB bz2, {pages} pages "
         f"({os.cpu_count()} CPUs)")
@@ -247,12 +298,18 @@ def main(argv):
         "output (--links). x WE-np: pages/s ratio ours / wikiextractor --processes n. maxRSS: "
         "largest single process (ru_maxrss); treeRSS: sampled peak of the summed RSS of the "
         "process tree.")
+  if long_pages:
+    print("\nLong pages (one page, parse + mention features, in this process):")
+    for line in time_long_pages(long_pages):
+      print(f"  {line}", flush=True)
 
 
 if __name__ == "__main__":
   flags.DEFINE_string("files", DEFAULT_FILES, "Comma-separated globs of dump files (.bz2/.xml).")
   flags.DEFINE_string("methods", ",".join(METHODS), "Comma-separated methods to run, from: "
                       + ", ".join(METHODS))
+  flags.DEFINE_string("long_page_mb", "0.5,5", "Comma-separated sizes (MB) of generated "
+                      "long pages timed after the table; empty for none.")
   flags.DEFINE_float("sample_s", 0.05, "Seconds between samples of the process tree's RSS.")
   flags.DEFINE_string("worker", None, "Internal: run one method's work in this process.")
   flags.DEFINE_string("worker_arg", None, "Internal: the worker's argument.")

@@ -10,6 +10,7 @@ Here "token" only decides where the 5-token windows start and end; the window ke
 original characters between those tokens.
 """
 
+import bisect
 import re
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -20,6 +21,7 @@ from dense_entity.kb import schema
 # A word (letters, digits, marks) or one other non-space character: the same units the in-graph
 # featurizer splits on.
 _TOKEN = re.compile(r"[^\W_]+|[^\w\s]|_", re.UNICODE)
+_SPACE = re.compile(r"\s+")
 
 
 def sentence_spans(text: str) -> List[Tuple[int, int]]:
@@ -38,18 +40,98 @@ def sentence_spans(text: str) -> List[Tuple[int, int]]:
   return spans
 
 
-def _window_left(text: str, n: int) -> str:
-  starts = [m.start() for m in _TOKEN.finditer(text)]
-  if not starts:
-    return ""
-  return text[starts[-n] if len(starts) >= n else starts[0]:].strip()
+# Characters looked at first on each side of a span for its token windows; the window is doubled
+# until it holds enough whole tokens or reaches its bound, so the result never depends on it.
+_WINDOW_CHARS = 64
+
+# At most this many characters of the sentence are kept on each side of the span in the
+# sentence feature (cut back to whole whitespace-separated words), so that a mention costs time
+# bounded by its neighbourhood, not by its sentence: a run-on "sentence" of thousands of links
+# (a navigation list, a list flattened into one line) would otherwise repeat its whole length in
+# the feature of each of its mentions, quadratic in the page length. No sentence of the real
+# text in ../shared/data (enwiki/, wikitext_en/) reaches the cap: the longest has 2,019
+# characters in all.
+MAX_SENTENCE_SIDE_CHARS = 2048
 
 
-def _window_right(text: str, n: int) -> str:
-  ends = [m.end() for m in _TOKEN.finditer(text)]
-  if not ends:
-    return ""
-  return text[:ends[min(n, len(ends)) - 1]].strip()
+def _left_cut(text: str, floor: int, pos: int, n: int, stop_at_newline: bool) -> int:
+  """Start offset of the n-th token left of `pos` in text[floor:pos].
+
+  When text[floor:pos] (cut after its last newline if `stop_at_newline`) holds fewer than n
+  tokens: the start of its first token, or `pos` when it holds none. Only a window near `pos`
+  is tokenized: O(n tokens) for text with single spaces, not O(pos - floor).
+  """
+  width = _WINDOW_CHARS
+  while True:
+    lo = max(floor, pos - width)
+    if stop_at_newline:
+      newline = text.rfind("\n", lo, pos)
+      if newline >= 0:
+        lo = floor = newline + 1
+    starts = [m.start() for m in _TOKEN.finditer(text, lo, pos)]
+    # A token at the window's left edge may be cut off; any later one is whole.
+    if len(starts) > n:
+      return starts[-n]
+    if lo == floor:
+      if not starts:
+        return pos
+      return starts[-n] if len(starts) >= n else starts[0]
+    width *= 2
+
+
+def _right_cut(text: str, pos: int, ceiling: int, n: int, stop_at_newline: bool) -> int:
+  """End offset of the n-th token right of `pos` in text[pos:ceiling].
+
+  When text[pos:ceiling] (cut at its first newline if `stop_at_newline`) holds fewer than n
+  tokens: the end of its last token, or `pos` when it holds none. Only a window near `pos` is
+  tokenized.
+  """
+  width = _WINDOW_CHARS
+  while True:
+    hi = min(ceiling, pos + width)
+    if stop_at_newline:
+      newline = text.find("\n", pos, hi)
+      if newline >= 0:
+        hi = ceiling = newline
+    ends = [m.end() for m in _TOKEN.finditer(text, pos, hi)]
+    # A token at the window's right edge may be cut off; any earlier one is whole.
+    if len(ends) > n:
+      return ends[n - 1]
+    if hi == ceiling:
+      if not ends:
+        return pos
+      return ends[min(n, len(ends)) - 1]
+    width *= 2
+
+
+def _sentence_left(text: str, floor: int, pos: int) -> int:
+  """Start offset of the sentence part text[floor:pos] kept in the sentence feature: `floor`,
+  or, when that part is longer than MAX_SENTENCE_SIDE_CHARS, the start of the first whole
+  word within that many characters of `pos` (a word cut by the limit is left out)."""
+  cut = pos - MAX_SENTENCE_SIDE_CHARS
+  if cut <= floor or text[cut - 1].isspace() or text[cut].isspace():
+    return max(cut, floor)
+  parts = text[cut:pos].split(None, 1)
+  return pos - len(parts[1]) if len(parts) == 2 else cut
+
+
+def _sentence_right(text: str, pos: int, ceiling: int) -> int:
+  """End offset of the sentence part text[pos:ceiling] kept in the sentence feature: `ceiling`,
+  or, when that part is longer than MAX_SENTENCE_SIDE_CHARS, the end of the last whole word
+  within that many characters of `pos` (a word cut by the limit is left out)."""
+  cut = pos + MAX_SENTENCE_SIDE_CHARS
+  if cut >= ceiling or text[cut - 1].isspace() or text[cut].isspace():
+    return min(cut, ceiling)
+  parts = text[pos:cut].rsplit(None, 1)
+  return cut - len(parts[1]) if len(parts) == 2 else cut
+
+
+def _sentence_of(sentences: Sequence[Tuple[int, int]], start: int) -> Optional[Tuple[int, int]]:
+  """The sentence span holding offset `start` (sentences in text order, non-overlapping)."""
+  i = bisect.bisect_right(sentences, start, key=lambda span: span[0]) - 1
+  if i >= 0 and sentences[i][0] <= start < sentences[i][1]:
+    return sentences[i]
+  return None
 
 
 def mention_features(text: str, start: int, end: int,
@@ -57,18 +139,26 @@ def mention_features(text: str, start: int, end: int,
                      context_tokens: int = schema.CONTEXT_TOKENS) -> Dict[str, str]:
   """Returns the four mention features of the span text[start:end].
 
+  Time is bounded by the span and its neighbourhood (the context windows and at most
+  MAX_SENTENCE_SIDE_CHARS characters of its sentence on each side), not by the length of its line
+  or text, so the mentions of a page cost time linear in the page's length once `sentences`
+  is given.
+
   Args:
     text: the document (or paragraph) as plain text.
     start: span start, a character offset into `text`.
     end: span end (exclusive), start < end <= len(text).
-    sentences: sentence spans of `text` (from `sentence_spans`), computed when None; pass them
-      when several mentions share one text.
+    sentences: sentence spans of `text` (from `sentence_spans`: in text order, non-overlapping;
+      the lines that hold no span may be left out), computed when None (time linear in
+      len(text) per call); pass them when several mentions share one text.
     context_tokens: tokens kept left and right of the span.
 
   Returns:
-    {schema.MENTION_SPAN, MENTION_LEFT, MENTION_RIGHT, MENTION_SENTENCE: str}. The left and
-    right contexts stay within the span's line (paragraph); the sentence is the one holding
-    the span start, extended to hold the whole span.
+    {schema.MENTION_SPAN, MENTION_LEFT, MENTION_RIGHT, MENTION_SENTENCE: str}, whitespace
+    collapsed to single spaces. The left and right contexts stay within the span's line
+    (paragraph); the sentence is the one holding the span start, extended to hold the whole
+    span (the span's line when no sentence holds it), with the span replaced by
+    schema.MENTION_MASK and at most MAX_SENTENCE_SIDE_CHARS characters kept on each side.
 
   Raises:
     ValueError: if the span is empty or outside `text`.
@@ -76,22 +166,26 @@ def mention_features(text: str, start: int, end: int,
   if not 0 <= start < end <= len(text):
     raise ValueError(f"mention span [{start}, {end}) is empty or outside a text of "
                      f"{len(text)} characters")
-  line_start = text.rfind("\n", 0, start) + 1
-  line_end = text.find("\n", end)
-  if line_end < 0:
-    line_end = len(text)
   if sentences is None:
     sentences = sentence_spans(text)
-  sent_start, sent_end = line_start, line_end
-  for s, e in sentences:
-    if s <= start < e:
-      sent_start, sent_end = s, max(e, end)
-      break
-  sent_start = min(sent_start, start)
-  sentence = (text[sent_start:start] + schema.MENTION_MASK + text[end:sent_end]).strip()
+  sentence = _sentence_of(sentences, start)
+  if sentence is None:  # the span's line
+    # Only the newlines within reach of the cap are looked for: a line starting (ending)
+    # further away is cut by the cap anyway.
+    newline = text.rfind("\n", max(0, start - MAX_SENTENCE_SIDE_CHARS - 1), start)
+    sent_start = newline + 1 if newline >= 0 else 0
+    newline = text.find("\n", end, end + MAX_SENTENCE_SIDE_CHARS + 1)
+    sent_end = newline if newline >= 0 else len(text)
+  else:
+    sent_start, sent_end = sentence[0], max(sentence[1], end)
+  sent_left = _sentence_left(text, sent_start, start)
+  sent_right = _sentence_right(text, end, sent_end)
+  left = _left_cut(text, 0, start, context_tokens, stop_at_newline=True)
+  right = _right_cut(text, end, len(text), context_tokens, stop_at_newline=True)
+  masked = text[sent_left:start] + schema.MENTION_MASK + text[end:sent_right]
   return {
       schema.MENTION_SPAN: " ".join(text[start:end].split()),
-      schema.MENTION_LEFT: " ".join(_window_left(text[line_start:start], context_tokens).split()),
-      schema.MENTION_RIGHT: " ".join(_window_right(text[end:line_end], context_tokens).split()),
-      schema.MENTION_SENTENCE: " ".join(sentence.split()),
+      schema.MENTION_LEFT: " ".join(text[left:start].split()),
+      schema.MENTION_RIGHT: " ".join(text[end:right].split()),
+      schema.MENTION_SENTENCE: " ".join(masked.split()),
   }

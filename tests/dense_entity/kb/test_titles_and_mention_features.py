@@ -1,7 +1,10 @@
 """Title normalization, redirect resolution, alias keys and the four mention features."""
 
+import random
+
 import pytest
 
+from dense_entity.kb import mention_features as mention_features_lib
 from dense_entity.kb import schema
 from dense_entity.kb.mention_features import mention_features, sentence_spans
 from dense_entity.kb import titles
@@ -110,3 +113,62 @@ def test_title_resolver_finds_kb_entities_by_redirect_case_and_accents():
   assert resolve("Aids (film)") == "Aids (film)"  # an exact KB title wins over its key
   assert resolve("Atlantis") == "Atlantis"  # not in the KB: its normalized form
   assert resolve("#Top") is None
+
+
+# -------------------------------------------------- mention features: windows, long texts
+
+def _whole_line_features(text, start, end, sentences, n=5):
+  """The features as computed before issue 14 (item 4): every sentence span scanned, the whole
+  line left and right of the span tokenized. A reference, quadratic on long pages."""
+  token = mention_features_lib._TOKEN  # pylint: disable=protected-access
+  line_start = text.rfind("\n", 0, start) + 1
+  line_end = text.find("\n", end)
+  line_end = len(text) if line_end < 0 else line_end
+  sent_start, sent_end = line_start, line_end
+  for s, e in sentences:
+    if s <= start < e:
+      sent_start, sent_end = s, max(e, end)
+      break
+  starts = [m.start() for m in token.finditer(text[line_start:start])]
+  left = text[line_start:start][starts[-n] if len(starts) >= n else starts[0]:] if starts else ""
+  ends = [m.end() for m in token.finditer(text[end:line_end])]
+  right = text[end:line_end][:ends[min(n, len(ends)) - 1]] if ends else ""
+  sentence = text[sent_start:start] + schema.MENTION_MASK + text[end:sent_end]
+  return {schema.MENTION_SPAN: " ".join(text[start:end].split()),
+          schema.MENTION_LEFT: " ".join(left.split()),
+          schema.MENTION_RIGHT: " ".join(right.split()),
+          schema.MENTION_SENTENCE: " ".join(sentence.split())}
+
+
+@pytest.mark.parametrize("window_chars", [1, 7, 64])
+def test_bounded_windows_give_the_whole_line_result(monkeypatch, window_chars):
+  # Windows far too small for the 5 tokens (1 character), cut inside words and runs of
+  # punctuation, and the default: all give what tokenizing the whole line gives.
+  monkeypatch.setattr(mention_features_lib, "_WINDOW_CHARS", window_chars)
+  text = ("Kestrelwood   (est. 1794) lies east of Port-Alder_Bay... It has 3,200 people!\n"
+          "  Ümlaut Park,Lake\u00a0Ore;and the   Fenmoor   hills. \n"
+          "x\n"
+          "Supercalifragilisticexpialidocious words in a row here, then Gull Point.")
+  sentences = sentence_spans(text)
+  rng = random.Random(3)
+  spans = [(text.index(w), text.index(w) + len(w))
+           for w in ("Port-Alder", "Ümlaut Park", "Fenmoor", "Gull Point", "x", "Kestrelwood")]
+  spans += [(s, s + rng.randint(1, 12)) for s in rng.sample(range(len(text) - 12), 40)]
+  for start, end in spans:
+    assert mention_features(text, start, end, sentences=sentences) == _whole_line_features(
+        text, start, end, sentences), (start, end, text[start:end])
+
+
+def test_run_on_sentence_is_capped_at_whole_words_on_each_side():
+  # A 'sentence' of 3,000 links and no full stop (a navigation list on one line): each
+  # mention keeps at most MAX_SENTENCE_SIDE_CHARS characters of it on each side, whole words.
+  names = [f"Station{i:04d}" for i in range(3000)]
+  text = " · ".join(names)
+  start = text.index("Station1500")
+  f = mention_features(text, start, start + len("Station1500"))
+  left, right = f[schema.MENTION_SENTENCE].split(schema.MENTION_MASK)
+  cap = mention_features_lib.MAX_SENTENCE_SIDE_CHARS
+  assert cap - 20 <= len(left) <= cap and cap - 20 <= len(right) <= cap
+  assert all(w == "·" or w in names for w in (left + right).split())  # no word cut in two
+  assert f[schema.MENTION_LEFT] == "· Station1498 · Station1499 ·"
+  assert f[schema.MENTION_RIGHT] == "· Station1501 · Station1502 ·"
