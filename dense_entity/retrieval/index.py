@@ -552,25 +552,11 @@ class EntityIndex:
       logging.warning("Index fallback for n=%d: %s", x.shape[0], reason)
       return AH, reason, ScannIndex.build_searcher(x, AH, config)
 
-  @classmethod
-  def load(cls, directory: str, expected_model_fingerprint: Optional[str] = None,
-           expected_dim: Optional[int] = None) -> "EntityIndex":
-    """Loads an index written by `save`, checking the manifest and files first.
-
-    Args:
-      directory: the index directory (may have been copied or moved since `save`).
-      expected_model_fingerprint: if given, must equal the manifest's model_fingerprint.
-      expected_dim: if given, must equal the manifest's dim.
-
-    Returns:
-      The loaded index; `search` gives the same results as before saving.
-
-    Raises:
-      FileNotFoundError: the directory, the manifest or a file it lists (e.g.
-        scann/dataset.npy) is missing; the message names the path.
-      ValueError: unreadable/unsupported manifest, a file of the wrong size or shape, or a
-        fingerprint / dimension mismatch; the message names the file.
-    """
+  @staticmethod
+  def _read_manifest(directory: str, expected_model_fingerprint: Optional[str] = None,
+                     expected_dim: Optional[int] = None) -> Tuple[Dict[str, Any], Dict[str, Any]]:
+    """Reads and checks an index directory's manifest and the sizes of the files it lists;
+    returns (constructor keyword arguments, manifest). Errors as `load`."""
     manifest_path = os.path.join(directory, MANIFEST_FILENAME)
     if not os.path.isdir(directory):
       raise FileNotFoundError(f"Index directory {directory} does not exist.")
@@ -604,13 +590,37 @@ class EntityIndex:
       if os.path.getsize(path) != size:
         raise ValueError(f"Index file {path} has {os.path.getsize(path)} bytes, the manifest "
                          f"{manifest_path} says {size}: the file is truncated or replaced.")
-    common = dict(kind=kind, effective_kind=effective, num_entities=n, dim=d, config=config,
-                  model_fingerprint=fingerprint,
-                  fallback_reason=manifest.get("fallback_reason"),
-                  num_zero_norm_rows=int(manifest.get("num_zero_norm_rows", 0)),
-                  requested_config=(IndexConfig(**manifest["requested_parameters"])
-                                    if manifest.get("requested_parameters") else None),
-                  rows_normalized=bool(manifest.get("rows_normalized", True)))
+    return dict(kind=kind, effective_kind=effective, num_entities=n, dim=d, config=config,
+                model_fingerprint=fingerprint,
+                fallback_reason=manifest.get("fallback_reason"),
+                num_zero_norm_rows=int(manifest.get("num_zero_norm_rows", 0)),
+                requested_config=(IndexConfig(**manifest["requested_parameters"])
+                                  if manifest.get("requested_parameters") else None),
+                rows_normalized=bool(manifest.get("rows_normalized", True))), manifest
+
+  @classmethod
+  def load(cls, directory: str, expected_model_fingerprint: Optional[str] = None,
+           expected_dim: Optional[int] = None) -> "EntityIndex":
+    """Loads an index written by `save`, checking the manifest and files first.
+
+    Args:
+      directory: the index directory (may have been copied or moved since `save`).
+      expected_model_fingerprint: if given, must equal the manifest's model_fingerprint.
+      expected_dim: if given, must equal the manifest's dim.
+
+    Returns:
+      The loaded index; `search` gives the same results as before saving.
+
+    Raises:
+      FileNotFoundError: the directory, the manifest or a file it lists (e.g.
+        scann/dataset.npy) is missing; the message names the path.
+      ValueError: unreadable/unsupported manifest, a file of the wrong size or shape, or a
+        fingerprint / dimension mismatch; the message names the file.
+    """
+    common, manifest = cls._read_manifest(directory, expected_model_fingerprint, expected_dim)
+    manifest_path = os.path.join(directory, MANIFEST_FILENAME)
+    n, d, effective = common["num_entities"], common["dim"], common["effective_kind"]
+    config, files = common["config"], manifest["files"]
     if effective == BRUTE_FORCE:
       path = os.path.join(directory, BRUTE_FORCE_FILENAME)
       if BRUTE_FORCE_FILENAME not in files:
@@ -904,6 +914,92 @@ class ScannIndex(EntityIndex):
                 "bfloat16": scann_builder.ReorderType.BFLOAT16,
                 "int8": scann_builder.ReorderType.INT8}[config.reorder_dtype]
     return builder.reorder(config.reorder_num_neighbors, quantize=quantize).build()
+
+  @classmethod
+  def tf_state_arrays(cls, directory: str, expected_model_fingerprint: Optional[str] = None,
+                      expected_dim: Optional[int] = None
+                      ) -> Tuple[Dict[str, Any], Tuple[np.ndarray, ...]]:
+    """The state of ScaNN's TensorFlow searcher, read from a saved 'ah_tree' index (no rebuild).
+
+    ScaNN's TF ops (`scann_ops.ScannState`, `tensors_to_scann`) take the same tree, AH
+    codebook, codes and reordering vectors as the pybind searcher `save` wrote, except SOAR's
+    spilled assignments (no such input): each entity keeps its primary leaf and its codes,
+    spilling is dropped from the config, and TF_OPS_LEAVES_FACTOR (3) times the leaves are
+    scanned instead (as `build_tf_searcher`). A 5.7M-row index gives its state in seconds, where
+    a rebuild takes ~15 minutes and a float32 copy of the encodings.
+
+    Args:
+      directory: an index directory written by `save` whose effective kind is 'ah_tree'.
+      expected_model_fingerprint, expected_dim: checked against the manifest as in `load`.
+
+    Returns:
+      (the manifest, the nine arrays in ScannState's order: scann_config, serialized_partitioner
+      (both bytes [1]), datapoint_to_token int32 [n], ah_codebook bytes [1], hashed_dataset
+      uint8 [n, blocks], int8_dataset int8 [n, d], int8_multipliers float32 [d], dp_norms,
+      dataset (float32 [n, d] for float32 reordering; unused ones are float32 scalars, as
+      ScaNN's own serialization gives them)).
+
+    Raises:
+      FileNotFoundError / ValueError: as `load`; ValueError also when the index is not an
+        'ah_tree' one or reorders in bfloat16 (the TF ops take int8 or float32 vectors).
+    """
+    common, manifest = cls._read_manifest(directory, expected_model_fingerprint, expected_dim)
+    manifest_path = os.path.join(directory, MANIFEST_FILENAME)
+    n, d, config = common["num_entities"], common["dim"], common["config"]
+    if common["effective_kind"] != AH_TREE:
+      raise ValueError(f"Index {manifest_path} is a {common['effective_kind']!r} index; a "
+                       f"ScaNN TF searcher is made from an {AH_TREE!r} one.")
+    if config.reorder_dtype == "bfloat16":
+      raise ValueError(f"Index {manifest_path} reorders in bfloat16; ScaNN's TF ops reorder in "
+                       "int8 or float32.")
+    scann_dir = os.path.join(directory, SCANN_DIRNAME)
+    cls.check_assets(scann_dir, n, d, manifest_path, config.reorder_dtype)
+    from scann.proto import scann_pb2  # pylint: disable=g-import-not-at-top
+
+    def read_bytes(name):
+      with open(os.path.join(scann_dir, name), "rb") as f:
+        return np.array([f.read()], dtype=object)
+
+    def read_npy(name, dtype, shape):
+      path = os.path.join(scann_dir, name)
+      x = np.load(path)
+      if x.dtype != dtype or (shape is not None and x.shape != shape):
+        raise ValueError(f"ScaNN asset {path} holds {x.dtype}{list(x.shape)}, expected "
+                         f"{np.dtype(dtype)}{list(shape) if shape else ''} (index {manifest_path}).")
+      return x
+
+    scann_config = scann_pb2.ScannConfig()
+    scann_config.ParseFromString(read_bytes("scann_config.pb")[0])
+    partitioning = scann_config.partitioning
+    partitioning.ClearField("database_spilling")
+    partitioning.query_spilling.max_spill_centers = min(
+        partitioning.num_children, TF_OPS_LEAVES_FACTOR * config.num_leaves_to_search)
+    tokens = read_npy("datapoint_to_token.npy", np.int32, None)
+    if tokens.shape == (2 * n,):  # SOAR: (primary, spilled or -1) per datapoint.
+      tokens = np.ascontiguousarray(tokens[0::2])
+    elif tokens.shape != (n,):
+      raise ValueError(f"ScaNN asset {os.path.join(scann_dir, 'datapoint_to_token.npy')} holds "
+                       f"{tokens.shape[0]} tokens for {n} datapoints (index {manifest_path}).")
+    unused = np.zeros((), np.float32)
+    if config.reorder_dtype == "int8":
+      int8_dataset = read_npy("int8_dataset.npy", np.int8, (n, d))
+      multipliers = read_npy("int8_multipliers.npy", np.float32, (d,))
+      dataset = unused
+    else:
+      int8_dataset, multipliers = np.zeros((), np.int8), unused
+      dataset = read_npy(SCANN_DATASET_FILENAME, np.float32, (n, d))
+    norms_path = os.path.join(scann_dir, "dp_norms.npy")
+    norms = np.load(norms_path) if os.path.isfile(norms_path) else unused
+    if norms.size == 0:
+      norms = unused
+    hashed = read_npy("hashed_dataset.npy", np.uint8, None)
+    if hashed.ndim != 2 or hashed.shape[0] != n:
+      raise ValueError(f"ScaNN asset {os.path.join(scann_dir, 'hashed_dataset.npy')} holds "
+                       f"{list(hashed.shape)}, expected [{n}, blocks] (index {manifest_path}).")
+    return manifest, (np.array([scann_config.SerializeToString()], dtype=object),
+                      read_bytes("serialized_partitioner.pb"), tokens,
+                      read_bytes("ah_codebook.pb"), hashed, int8_dataset, multipliers, norms,
+                      dataset)
 
   @staticmethod
   def check_assets(scann_dir: str, n: int, d: int, manifest_path: str,

@@ -27,7 +27,11 @@ The four inputs are the mention features of `dense_entity.kb.mention_features`
   variable searched by a 3.4 GB read per query): ScaNN's TensorFlow ops, AH + tree with int8
   reordering (index.derive_config parameters), whose state (int8 vectors, codes, tree) is
   variables of the SavedModel; the searcher is built from them on the first call (a fraction
-  of a second) and kept. Loading needs ScaNN's ops registered first (the import above).
+  of a second) and kept. Loading needs ScaNN's ops registered first (the import above). The
+  state is read from the workspace's saved 'ah_tree' index when there is one (the index that
+  `evaluate` and `link` search, less SOAR's spilled assignments, which the TF ops do not take:
+  3x the leaves are scanned instead; index.ScannIndex.tf_state_arrays), else a searcher is
+  built from the encodings.
 
 k is fixed at export time (`--k`, default 100; clamped to the number of entities); take a
 prefix of each row for fewer. The entity encodings ([num_entities, dim] float32) and titles are
@@ -93,11 +97,15 @@ class ServingModule(tf.Module):
       (unsorted_segment_max); AH+tree searches `NAME_ROWS_FACTOR` * k rows and keeps each
       entity's first, so a query whose rows name fewer than k entities gets the rest with
       score -inf. None: one row per entity.
+    scann_state_arrays: for 'ah_tree', the searcher state read from a saved index
+      (index.ScannIndex.tf_state_arrays, with `config` its parameters) instead of a searcher
+      built here from `encodings` (which may then be None).
   """
 
-  def __init__(self, mention_encoder, encodings: np.ndarray, titles: Sequence[str], k: int,
-               search: str = BRUTE_FORCE, config: Optional[index_lib.IndexConfig] = None,
-               row_entities: Optional[np.ndarray] = None):
+  def __init__(self, mention_encoder, encodings: Optional[np.ndarray], titles: Sequence[str],
+               k: int, search: str = BRUTE_FORCE, config: Optional[index_lib.IndexConfig] = None,
+               row_entities: Optional[np.ndarray] = None,
+               scann_state_arrays: Optional[Sequence[np.ndarray]] = None):
     super().__init__(name="entity_retrieval")
     self.mention_encoder = mention_encoder
     self.entity_titles = tf.Variable(list(titles), trainable=False, dtype=tf.string,
@@ -118,11 +126,17 @@ class ServingModule(tf.Module):
         return tf.math.top_k(scores, k=self.k, sorted=True)
     elif search == AH_TREE:
       from scann.scann_ops.py import scann_ops  # pylint: disable=g-import-not-at-top
-      config = config or index_lib.derive_config(*encodings.shape)
-      self.scann_state = index_lib.ScannIndex.build_tf_searcher(
-          encodings, config).serialize_to_module()
-      rows_k = self.k if row_entities is None else min(len(encodings),
-                                                        NAME_ROWS_FACTOR * self.k)
+      if scann_state_arrays is not None:
+        if config is None:
+          raise ValueError("scann_state_arrays need the index's config")
+        self.scann_state = scann_ops.ScannState([tf.constant(a) for a in scann_state_arrays])
+        num_rows = scann_state_arrays[2].shape[0]  # datapoint_to_token [rows]
+      else:
+        config = config or index_lib.derive_config(*encodings.shape)
+        self.scann_state = index_lib.ScannIndex.build_tf_searcher(
+            encodings, config).serialize_to_module()
+        num_rows = len(encodings)
+      rows_k = self.k if row_entities is None else min(num_rows, NAME_ROWS_FACTOR * self.k)
       pre_reorder = max(index_lib.REORDER_PER_RESULT * rows_k, config.reorder_num_neighbors)
 
       def search(q):
@@ -181,6 +195,18 @@ def _fingerprint(directory: str) -> str:
   return h.hexdigest()[:16]
 
 
+def _saved_ah_tree(directory: str) -> bool:
+  """Whether `directory` holds a saved index that was built as 'ah_tree' (not a fallback)."""
+  path = os.path.join(directory, index_lib.MANIFEST_FILENAME)
+  if not os.path.isfile(path):
+    return False
+  try:
+    with open(path, encoding="utf-8") as f:
+      return json.load(f).get("effective_kind") == index_lib.AH_TREE
+  except ValueError:
+    return False  # An unreadable manifest is reported when the index is loaded, not here.
+
+
 def _entity_encodings(index_dir: str, fingerprint: str, dim: int):
   """Returns (encodings [n, dim] as the towers made them, description of where they came from).
 
@@ -216,8 +242,9 @@ def export_serving_model(export_dir: str, index_dir: str, output_dir: Optional[s
 
   Args:
     export_dir: the encoder export (WS/export, with export_manifest.json).
-    index_dir: the entity index directory (WS/index): entity_titles.txt and the brute_force
-      index (or entity_encodings.npy + indexes.json) made by the same model.
+    index_dir: the entity index directory (WS/index): entity_titles.txt and, for 'ah_tree',
+      the saved ah_tree index (read, not rebuilt) or else, as for 'brute_force', the
+      brute_force index (or entity_encodings.npy + indexes.json), made by the same model.
     output_dir: destination; default EXPORT_DIR/serving. Replaced when it exists; a failed
       export leaves the previous one (or nothing) in place.
     k: results per mention, fixed in the graph; clamped to the number of entities.
@@ -239,23 +266,34 @@ def export_serving_model(export_dir: str, index_dir: str, output_dir: Optional[s
   if not os.path.isfile(titles_path):
     raise FileNotFoundError(f"{titles_path} is missing; run export.encode_entities")
   titles = index_builder.read_titles(titles_path)
-  encodings, source = _entity_encodings(index_dir, fingerprint, dim)
   row_entities = index_lib.read_row_entities(index_dir)
-  if row_entities is not None:
-    try:
-      index_lib.check_row_map(row_entities, encodings.shape[0], len(titles))
-    except ValueError as e:
-      raise ValueError(f"{os.path.join(index_dir, index_lib.ROW_ENTITIES_FILENAME)} does not "
-                       f"fit {source} and {titles_path}: {e}") from e
-  elif len(titles) != encodings.shape[0]:
-    raise ValueError(f"{titles_path} has {len(titles)} titles for {encodings.shape[0]} entity "
-                     f"encodings ({source})")
-  k = min(int(k), len(titles))
   if search == "auto":
-    search = AH_TREE if encodings.size * 4 > index_lib.FLOAT16_STORAGE_BYTES else BRUTE_FORCE
+    rows = len(titles) if row_entities is None else len(row_entities)
+    search = AH_TREE if rows * dim * 4 > index_lib.FLOAT16_STORAGE_BYTES else BRUTE_FORCE
   if search == AH_TREE and len(titles) < index_lib.MIN_TREE_SIZE:
     raise ValueError(f"{len(titles)} entities are too few for an AH+tree serving model "
                      f"(at least {index_lib.MIN_TREE_SIZE}); use search='brute_force'")
+  encodings, config, scann_state_arrays = None, None, None
+  ah_tree_dir = os.path.join(index_dir, index_lib.AH_TREE)
+  if search == AH_TREE and _saved_ah_tree(ah_tree_dir):
+    # The evaluated AH+tree index itself, read in seconds (no rebuild, no float32 encodings).
+    index_manifest, scann_state_arrays = index_lib.ScannIndex.tf_state_arrays(
+        ah_tree_dir, expected_model_fingerprint=fingerprint, expected_dim=dim)
+    config = index_lib.IndexConfig(**index_manifest["parameters"])
+    num_rows, source = int(index_manifest["num_entities"]), ah_tree_dir
+  else:
+    encodings, source = _entity_encodings(index_dir, fingerprint, dim)
+    num_rows = encodings.shape[0]
+  if row_entities is not None:
+    try:
+      index_lib.check_row_map(row_entities, num_rows, len(titles))
+    except ValueError as e:
+      raise ValueError(f"{os.path.join(index_dir, index_lib.ROW_ENTITIES_FILENAME)} does not "
+                       f"fit {source} and {titles_path}: {e}") from e
+  elif len(titles) != num_rows:
+    raise ValueError(f"{titles_path} has {len(titles)} titles for {num_rows} entity "
+                     f"encodings ({source})")
+  k = min(int(k), len(titles))
 
   encoder_path = os.path.join(export_dir, savedmodel.MENTION_ENCODER_DIR)
   if not os.path.isfile(os.path.join(encoder_path, "saved_model.pb")):
@@ -263,7 +301,9 @@ def export_serving_model(export_dir: str, index_dir: str, output_dir: Optional[s
   # The encoder graph holds tensorflow-text ops; this import registers them.
   import tensorflow_text  # pylint: disable=g-import-not-at-top,unused-import
   module = ServingModule(tf.saved_model.load(encoder_path), encodings, titles, k, search,
-                         row_entities=row_entities)
+                         config=config, row_entities=row_entities,
+                         scann_state_arrays=scann_state_arrays)
+  del encodings, scann_state_arrays  # Held by the module's variables now.
 
   output_dir = os.path.abspath(output_dir or os.path.join(export_dir, SERVING_DIR))
   tmp = f"{output_dir}.tmp-{uuid.uuid4().hex[:8]}"
@@ -275,12 +315,14 @@ def export_serving_model(export_dir: str, index_dir: str, output_dir: Optional[s
         "serving_fingerprint": _fingerprint(tmp),
         "k": k,
         "num_entities": len(titles),
-        "num_rows": int(encodings.shape[0]),
+        "num_rows": int(num_rows),
         "encoding_dim": dim,
         "inputs": list(schema.MENTION_FEATURES),
         "outputs": {TITLES_KEY: "tf.string [batch, k]", SCORES_KEY: "float32 [batch, k]",
                     ROW_IDS_KEY: "int32 [batch, k]"},
         "search": search,
+        # The saved ah_tree index the ScaNN state was read from, or the encodings it (or the
+        # brute-force variable) was built from.
         "entity_source": os.path.abspath(source),
         "titles": os.path.abspath(titles_path),
         "requires": ["tensorflow", "tensorflow_text"] + (["scann"] if search == AH_TREE else []),

@@ -476,6 +476,34 @@ def test_large_scann_build_reads_a_temporary_file_and_equals_the_in_memory_build
   assert os.listdir(scratch_root) == []
 
 
+def test_tf_searcher_state_read_from_a_saved_soar_index_finds_the_same_neighbours(
+    monkeypatch, tmp_path):
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from scann.scann_ops.py import scann_ops  # pylint: disable=g-import-not-at-top
+  monkeypatch.setattr(index_lib, "INT8_REORDER_BYTES", 0)  # int8 reordering, as at full scale
+  x = clustered_vectors(4000, 32, num_clusters=40, seed=7)
+  queries = x[:100] + np.random.default_rng(3).normal(scale=0.01, size=(100, 32))
+  queries /= np.linalg.norm(queries, axis=1, keepdims=True)
+  index = index_lib.EntityIndex.build(x, "ah_tree", "m")
+  assert index.config.reorder_dtype == "int8" and index.config.soar_lambda
+  index.save(str(tmp_path / "ah_tree"))
+  manifest, arrays = index_lib.ScannIndex.tf_state_arrays(str(tmp_path / "ah_tree"),
+                                                         expected_model_fingerprint="m")
+  assert manifest["num_entities"] == 4000 and arrays[2].shape == (4000,)  # primary leaves
+  state = scann_ops.ScannState([tf.constant(a) for a in arrays])
+  ids, _ = scann_ops.scann_search_batched(state.recreate_handle(), queries.astype(np.float32),
+                                          10, 100, -1, False)
+  ids = ids.numpy()
+  exact, _ = index_lib.EntityIndex.build(x, "brute_force", "m").search(queries, 10)
+  np.testing.assert_array_equal(ids[:, 0], np.arange(100))
+  assert np.mean([len(set(a) & set(b)) / 10 for a, b in zip(ids, exact)]) >= 0.95
+  with pytest.raises(ValueError, match="model 'other'"):
+    index_lib.ScannIndex.tf_state_arrays(str(tmp_path / "ah_tree"), "other")
+  index_lib.EntityIndex.build(x, "brute_force", "m").save(str(tmp_path / "bf"))
+  with pytest.raises(ValueError, match="'brute_force' index"):
+    index_lib.ScannIndex.tf_state_arrays(str(tmp_path / "bf"))
+
+
 # ---------------------------------------------------------------------------------- name rows
 
 

@@ -3,6 +3,7 @@ EntityRetriever (brute force), manifest, atomic write."""
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -152,27 +153,33 @@ def test_ah_tree_serving_model_agrees_with_the_ah_tree_index(tmp_path):
   """A KB too large for a brute-force variable is served with ScaNN's TF ops (AH + tree)."""
   root = build_tiny_workspace(tmp_path / "ws", kinds=("brute_force", "ah_tree"),
                               extra_entities=400, context_match_dim=16)
-  manifest = serving_model.export_serving_model(os.path.join(root, "export"),
-                                                os.path.join(root, "index"), k=K,
-                                                search="ah_tree")
-  assert manifest["search"] == "ah_tree" and "scann" in manifest["requires"]
-  serving_dir = os.path.join(root, "export", "serving")
-  assert not any("entity_encodings" in name for name in os.listdir(serving_dir))
+  index_dir = os.path.join(root, "index")
   feats = [mention_features.mention_features(*t) for t in TEXTS]
   inputs = tmp_path / "inputs.json"
   inputs.write_text(json.dumps({n: [f[n] for f in feats] for n in schema.MENTION_FEATURES}))
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
   env.pop("PYTHONPATH", None)
-  proc = subprocess.run([sys.executable, "-c", _FRESH_SCANN, serving_dir, str(inputs)], env=env,
-                        capture_output=True, text=True, cwd=str(tmp_path), timeout=180)
-  assert proc.returncode == 0, proc.stderr[-2000:]
-  got = json.loads(proc.stdout.strip().splitlines()[-1])
   exact = retriever_lib.EntityRetriever.load(root).retrieve(TEXTS, k=K)
-  # Approximate search: the best entity is the exact one; scores are int8-reordered cosines.
-  assert [row[0] for row in got["titles"]] == [row[0][0] for row in exact]
-  np.testing.assert_allclose([row[0] for row in got["scores"]], [row[0][1] for row in exact],
-                             atol=2e-2)
-  assert got["signature"]["outputs"]["titles"] == ["string", [None, K]]
+  # First from the saved ah_tree index (its state read, not rebuilt), then, with that index
+  # gone, from a searcher built from the encodings.
+  for name in ("serving", "serving_rebuilt"):
+    serving_dir = os.path.join(root, "export", name)
+    manifest = serving_model.export_serving_model(os.path.join(root, "export"), index_dir,
+                                                  output_dir=serving_dir, k=K, search="ah_tree")
+    assert manifest["search"] == "ah_tree" and "scann" in manifest["requires"]
+    assert os.path.basename(manifest["entity_source"]) == (
+        "ah_tree" if name == "serving" else "brute_force")
+    assert not any("entity_encodings" in f for f in os.listdir(serving_dir))
+    proc = subprocess.run([sys.executable, "-c", _FRESH_SCANN, serving_dir, str(inputs)],
+                          env=env, capture_output=True, text=True, cwd=str(tmp_path), timeout=180)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    # Approximate search: the best entity is the exact one; scores are reordered cosines.
+    assert [row[0] for row in got["titles"]] == [row[0][0] for row in exact]
+    np.testing.assert_allclose([row[0] for row in got["scores"]], [row[0][1] for row in exact],
+                               atol=2e-2)
+    assert got["signature"]["outputs"]["titles"] == ["string", [None, K]]
+    shutil.rmtree(os.path.join(index_dir, "ah_tree"), ignore_errors=True)
   with pytest.raises(ValueError, match="too few"):
     small = build_tiny_workspace(tmp_path / "small")
     serving_model.export_serving_model(os.path.join(small, "export"),
