@@ -200,7 +200,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None):
-  os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+  from dense_entity.common import entry  # pylint: disable=g-import-not-at-top
+  entry.quiet_native_logs()  # before a subcommand loads TensorFlow
   logging.basicConfig(level=logging.WARNING)
   parser = build_parser()
   args = parser.parse_args(argv)

@@ -9,17 +9,16 @@ dense_entity.evaluation.probes describes the probe file, the report and the exit
 import json
 import os
 
-from absl import app
 from absl import flags
 
-from dense_entity.common import errors
-from dense_entity.evaluation import probes
+from dense_entity.common import entry
 
 
 def main(argv):
   del argv
   import sys  # pylint: disable=g-import-not-at-top
   from dense_entity.evaluation import baselines  # pylint: disable=g-import-not-at-top
+  from dense_entity.evaluation import probes  # pylint: disable=g-import-not-at-top
   from dense_entity.retrieval import retriever as retriever_lib  # pylint: disable=g-import-not-at-top
   from dense_entity.kb import schema  # pylint: disable=g-import-not-at-top
   ws = FLAGS.workspace
@@ -38,8 +37,10 @@ def main(argv):
   report = probes.run_probes(retriever, probe_list, redirects)
   print(probes.format_report(report))
   if report["probes_scored"] == 0:
-    print("context_probes: no probe's gold entity is in this KB; nothing was scored",
-          file=sys.stderr)
+    # Nothing measured: an earlier report stays as it was.
+    print("context_probes: no probe's gold entity is in this KB; nothing was scored, no "
+          "report written", file=sys.stderr)
+    return 1
   path = FLAGS.output or os.path.join(ws, probes.REPORT if not FLAGS.probes else os.path.join(
       "reports", f"context_probes_{os.path.splitext(os.path.basename(FLAGS.probes))[0]}.json"))
   os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
@@ -47,7 +48,7 @@ def main(argv):
     json.dump(report, f, indent=2, ensure_ascii=False)
   os.replace(path + ".tmp", path)
   print(f"report: {path}")
-  return 0 if report["probes_scored"] else 1
+  return 0
 
 
 if __name__ == "__main__":
@@ -58,4 +59,4 @@ if __name__ == "__main__":
                       "(built-in probes) or WS/reports/context_probes_<probes file name>.json.")
   flags.mark_flag_as_required("workspace")
   FLAGS = flags.FLAGS
-  app.run(errors.one_line_errors(main, "python -m dense_entity.context_probes"))
+  entry.run(main, "python -m dense_entity.context_probes")

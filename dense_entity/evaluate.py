@@ -4,15 +4,14 @@ Usage:
   python -m dense_entity.evaluate --workspace=WS [--dataset=aida:PATH ...] [--index=brute_force]
 
 Writes WS/reports/eval.json, eval.md, recall_at_k.png and deer_misses.jsonl
-(dense_entity.evaluation.evaluator.evaluate_workspace; WORKSPACE.md gives the layout).
+(dense_entity.evaluation.evaluator.evaluate_workspace; WORKSPACE.md gives the layout). A run
+with nothing to score (a dataset with no mention, an empty held-out split without --dataset)
+exits with status 2 and one line naming the file, and leaves an earlier report in place.
 """
 
-from absl import app
 from absl import flags
 
-from dense_entity.common import errors
-from dense_entity.evaluation import evaluator
-from dense_entity.evaluation import reports
+from dense_entity.common import entry
 
 FLAGS = flags.FLAGS
 
@@ -28,6 +27,8 @@ def define_flags():
 
 def main(argv):
   del argv
+  from dense_entity.evaluation import evaluator  # pylint: disable=g-import-not-at-top
+  from dense_entity.evaluation import reports  # pylint: disable=g-import-not-at-top
   report = evaluator.evaluate_workspace(FLAGS.workspace, FLAGS.dataset, FLAGS.max_mentions,
                                         FLAGS.index)
   print(reports.format_table(report))
@@ -36,5 +37,5 @@ def main(argv):
 if __name__ == "__main__":
   define_flags()
   flags.mark_flags_as_required(["workspace"])
-  app.run(errors.one_line_errors(main, "python -m dense_entity.evaluate"))
+  entry.run(main, "python -m dense_entity.evaluate")
 

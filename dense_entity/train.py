@@ -11,17 +11,11 @@ import json
 import logging
 import os
 
-from absl import app
 from absl import flags
 
-import tensorflow as tf
-
-from dense_entity.common import errors
+from dense_entity.common import entry
 from dense_entity.modeling import config as config_lib
-from dense_entity.kb import records
-from dense_entity.kb import schema
 from dense_entity.training import distribute_utils
-from dense_entity.training import trainer as trainer_lib
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("extract_dir", None, "Finished extraction (MANIFEST.json).")
@@ -71,6 +65,11 @@ def config_from_flags() -> config_lib.ExperimentConfig:
 
 def main(argv):
   del argv
+  # TensorFlow is imported here, not at the top: `--help` does not load it.
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from dense_entity.kb import records  # pylint: disable=g-import-not-at-top
+  from dense_entity.kb import schema  # pylint: disable=g-import-not-at-top
+  from dense_entity.training import trainer as trainer_lib  # pylint: disable=g-import-not-at-top
   logging.getLogger().setLevel(logging.INFO)
   strategy = distribute_utils.get_strategy(FLAGS.strategy, FLAGS.tpu, FLAGS.num_cpu_devices)
   trainer = trainer_lib.Trainer(config_from_flags(), FLAGS.extract_dir, FLAGS.model_dir,
@@ -87,4 +86,4 @@ def main(argv):
 
 if __name__ == "__main__":
   flags.mark_flags_as_required(["extract_dir", "model_dir"])
-  app.run(errors.one_line_errors(main, "python -m dense_entity.train"))
+  entry.run(main, "python -m dense_entity.train")

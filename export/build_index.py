@@ -12,11 +12,10 @@ row_entities.npy beside --encodings when it exists.
 
 import os
 
-from absl import app
 from absl import flags
 import numpy as np
 
-from dense_entity.common import errors
+from dense_entity.common import entry
 from dense_entity.retrieval import index as index_lib
 from dense_entity.retrieval import index_builder
 
@@ -56,4 +55,4 @@ if __name__ == "__main__":
                     "encodings, which the model normalises (to norm <= 1 with the lexical "
                     "channel).")
   flags.mark_flags_as_required(["encodings", "titles", "output_dir", "model_fingerprint"])
-  app.run(errors.one_line_errors(main, "python -m export.build_index"))
+  entry.run(main, "python -m export.build_index")

@@ -9,19 +9,16 @@ indexes.json (dense_entity.retrieval.entity_encodings.encode_and_index), with a 
 (entities/s). A killed run resumes with the shards it had encoded.
 """
 
-from absl import app
 from absl import flags
-from tqdm import tqdm
 
-from dense_entity.common import errors
-from dense_entity.kb import records
-from dense_entity.retrieval import entity_encodings
+from dense_entity.common import entry
 
 FLAGS = flags.FLAGS
 
 
 def define_flags():
   """Defines the command-line flags (only when run as a program, so importing is safe)."""
+  from dense_entity.retrieval import entity_encodings  # pylint: disable=g-import-not-at-top
   flags.DEFINE_string("export_dir", None, "Directory of the exported encoders.")
   flags.DEFINE_string("extract_dir", None, "Finished extraction (entities-* shards).")
   flags.DEFINE_string("output_dir", None, "Where encodings, titles and indexes go.")
@@ -37,6 +34,9 @@ def define_flags():
 
 def main(argv):
   del argv
+  from tqdm import tqdm  # pylint: disable=g-import-not-at-top
+  from dense_entity.kb import records  # pylint: disable=g-import-not-at-top
+  from dense_entity.retrieval import entity_encodings  # pylint: disable=g-import-not-at-top
   total = records.require_extraction(FLAGS.extract_dir).get("counts", {}).get("entities")
   with tqdm(total=total, unit="entity", desc="encoding", smoothing=0.1) as bar:
     summary = entity_encodings.encode_and_index(FLAGS.export_dir, FLAGS.extract_dir,
@@ -50,6 +50,7 @@ def main(argv):
 
 
 if __name__ == "__main__":
+  entry.quiet_native_logs()  # before define_flags loads TensorFlow
   define_flags()
   flags.mark_flags_as_required(["export_dir", "extract_dir", "output_dir"])
-  app.run(errors.one_line_errors(main, "python -m export.encode_entities"))
+  entry.run(main, "python -m export.encode_entities")

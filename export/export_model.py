@@ -8,12 +8,9 @@ Writes WS/export/{mention_encoder,entity_encoder}/ and export_manifest.json (exp
 import json
 import os
 
-from absl import app
 from absl import flags
 
-from dense_entity.common import errors
-from dense_entity.training import trainer
-from dense_entity.serving import savedmodel
+from dense_entity.common import entry
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("model_dir", None, "Training model_dir (config.json + checkpoints).")
@@ -22,6 +19,8 @@ flags.DEFINE_string("export_dir", None, "Destination of the SavedModels.")
 
 def export_model(model_dir: str, export_dir: str) -> dict:
   """Restores the latest checkpoint of `model_dir` and exports both encoders."""
+  from dense_entity.serving import savedmodel  # pylint: disable=g-import-not-at-top
+  from dense_entity.training import trainer  # pylint: disable=g-import-not-at-top
   model, _ = trainer.restore_model(model_dir)
   return savedmodel.export_encoders(model, export_dir,
                                     extra={"model_dir": os.path.abspath(model_dir)})
@@ -34,4 +33,4 @@ def main(argv):
 
 if __name__ == "__main__":
   flags.mark_flags_as_required(["model_dir", "export_dir"])
-  app.run(errors.one_line_errors(main, "python -m export.export_model"))
+  entry.run(main, "python -m export.export_model")

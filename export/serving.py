@@ -37,16 +37,15 @@ Writes OUTPUT_DIR (default WS/export/serving) atomically: the SavedModel plus
 """
 
 import os
-from absl import app
 from absl import flags
-from dense_entity.common import errors
-from dense_entity.retrieval import serving_model
+from dense_entity.common import entry
 
 FLAGS = flags.FLAGS
 
 
 def main(argv):
   del argv
+  from dense_entity.retrieval import serving_model  # pylint: disable=g-import-not-at-top
   export_dir = FLAGS.export_dir or os.path.join(FLAGS.workspace, "export")
   index_dir = FLAGS.index_dir or os.path.join(FLAGS.workspace, "index")
   output_dir = FLAGS.output_dir or os.path.join(export_dir, serving_model.SERVING_DIR)
@@ -56,6 +55,8 @@ def main(argv):
 
 
 if __name__ == "__main__":
+  entry.quiet_native_logs()  # before TensorFlow loads (serving_model imports it)
+  from dense_entity.retrieval import serving_model  # pylint: disable=g-import-not-at-top
   flags.DEFINE_string("workspace", None, "Workspace directory (WORKSPACE.md).")
   flags.DEFINE_string("export_dir", None, "Encoder export; default WS/export.")
   flags.DEFINE_string("index_dir", None, "Entity index directory; default WS/index.")
@@ -69,4 +70,4 @@ if __name__ == "__main__":
 
   flags.register_multi_flags_validator(["workspace", "export_dir", "index_dir"], _check,
                                        "give --workspace, or both --export_dir and --index_dir")
-  app.run(errors.one_line_errors(main, "python -m export.serving"))
+  entry.run(main, "python -m export.serving")

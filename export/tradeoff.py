@@ -33,16 +33,15 @@ Writes WS/reports/tradeoff.json (atomically):
 """
 
 import os
-from absl import app
 from absl import flags
-from dense_entity.common import errors
-from dense_entity.evaluation import tradeoff
+from dense_entity.common import entry
 
 FLAGS = flags.FLAGS
 
 
 def main(argv):
   del argv
+  from dense_entity.evaluation import tradeoff  # pylint: disable=g-import-not-at-top
   kinds = [kind.strip() for kind in FLAGS.kinds.split(",") if kind.strip()]
   report = tradeoff.measure_tradeoff(FLAGS.workspace, kinds, FLAGS.k, FLAGS.max_mentions,
                                      FLAGS.single_queries, FLAGS.repeats,
@@ -53,10 +52,12 @@ def main(argv):
 
 def define_flags():
   """Defines the entry point's flags (only when run as a program)."""
+  # retrieval.index needs numpy only: `--help` does not load TensorFlow.
+  from dense_entity.retrieval import index as index_lib  # pylint: disable=g-import-not-at-top
   for define, name, default, help_text in (
       (flags.DEFINE_string, "workspace", None, "Workspace directory (WORKSPACE.md)."),
-      (flags.DEFINE_string, "kinds", ",".join(tradeoff.DEFAULT_KINDS),
-       "Comma-separated index kinds."),
+      (flags.DEFINE_string, "kinds", ",".join(index_lib.KINDS),
+       "Comma-separated index kinds (default: all)."),
       (flags.DEFINE_integer, "k", 100, "Neighbours per search."),
       (flags.DEFINE_integer, "max_mentions", 0, "Held-out mentions used (0: all)."),
       (flags.DEFINE_integer, "single_queries", 1000, "Mentions timed one at a time (0: all)."),
@@ -69,4 +70,4 @@ def define_flags():
 
 if __name__ == "__main__":
   define_flags()
-  app.run(errors.one_line_errors(main, "python -m export.tradeoff"))
+  entry.run(main, "python -m export.tradeoff")

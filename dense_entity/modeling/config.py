@@ -1,15 +1,15 @@
 """Typed model and training configs with the paper preset and a small CPU preset.
 
 A config is written to `model_dir/config.json` by training and read back by export, so an
-exported model is rebuilt with exactly the dimensions it was trained with.
+exported model is rebuilt with exactly the dimensions it was trained with. TensorFlow is
+imported only to read and write it (tf.io.gfile), so the entry points' flags can name the
+presets without loading TensorFlow (`--help`).
 """
 
 import dataclasses
 import json
 import os
 from typing import Optional
-
-import tensorflow as tf
 
 
 @dataclasses.dataclass
@@ -172,6 +172,7 @@ def save(config: ExperimentConfig, model_dir: str) -> str:
   Raises:
     ValueError: from `validate`, before anything is written.
   """
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
   validate(config)
   tf.io.gfile.makedirs(model_dir)
   path = os.path.join(model_dir, CONFIG_FILE)
@@ -184,6 +185,7 @@ def save(config: ExperimentConfig, model_dir: str) -> str:
 
 def load(model_dir: str) -> ExperimentConfig:
   """Reads `model_dir/config.json`; raises FileNotFoundError naming the file when absent."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
   path = os.path.join(model_dir, CONFIG_FILE)
   if not tf.io.gfile.exists(path):
     raise FileNotFoundError(f"{path}: no training config here; is {model_dir} a model_dir "

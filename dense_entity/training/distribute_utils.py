@@ -1,14 +1,19 @@
-"""One factory for tf.distribute strategies, chosen by the `--strategy` flag."""
+"""One factory for tf.distribute strategies, chosen by the `--strategy` flag.
 
-from typing import Optional
+TensorFlow is imported when a strategy is made, so the flag's choices (STRATEGIES) are
+available to `--help` without loading it.
+"""
 
-import tensorflow as tf
+from typing import Optional, TYPE_CHECKING
+
+if TYPE_CHECKING:
+  import tensorflow as tf
 
 STRATEGIES = ("default", "mirrored", "tpu")
 
 
 def get_strategy(name: str = "default", tpu_address: Optional[str] = None,
-                 num_cpu_devices: int = 0) -> tf.distribute.Strategy:
+                 num_cpu_devices: int = 0) -> "tf.distribute.Strategy":
   """Returns the distribution strategy `name`.
 
   Args:
@@ -21,6 +26,7 @@ def get_strategy(name: str = "default", tpu_address: Optional[str] = None,
   Raises:
     ValueError: for an unknown name.
   """
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top,redefined-outer-name
   if name == "default":
     return tf.distribute.get_strategy()
   if name == "mirrored":

@@ -1,0 +1,103 @@
+"""Running a command-line entry point: quiet native logs, `--help` that exits 0, one-line errors.
+
+Every absl entry point (`python -m dense_entity.train`, `.evaluate`, `.context_probes`,
+`export.*`, `beam_pipelines.*`) ends with `entry.run(main, "python -m MODULE")`, which
+
+- sets TF_CPP_MIN_LOG_LEVEL (`quiet_native_logs`) unless the environment sets it, so a CPU run
+  prints no native INFO/WARNING lines and no error-level CUDA line;
+- answers `--help` / `-h` / `-?` / `--helpshort` (the module's flags) and `--helpfull` (every
+  flag) on stdout with exit status 0, before `main` and before anything heavy is imported
+  (absl itself exits with status 1 after help);
+- runs `main` under absl's `app.run`, with user errors printed as one line and status 2
+  (errors.one_line_errors).
+
+Entry points import TensorFlow inside `main` (or call `quiet_native_logs` before importing it),
+so the log level applies and `--help` does not load TensorFlow.
+"""
+
+import os
+import sys
+from typing import Callable, MutableMapping, Optional, Sequence
+
+# Where an NVIDIA driver shows itself (Linux, WSL2). Without one, TensorFlow can use no GPU.
+_NVIDIA_DRIVER_PATHS = ("/proc/driver/nvidia/version", "/dev/nvidiactl", "/dev/dxg")
+LOG_LEVEL_ENV = "TF_CPP_MIN_LOG_LEVEL"
+SHORT_HELP = ("--help", "-help", "-h", "-?", "--helpshort", "-helpshort")
+FULL_HELP = ("--helpfull", "-helpfull")
+
+
+def has_nvidia_driver(paths: Sequence[str] = _NVIDIA_DRIVER_PATHS) -> bool:
+  """Whether the machine has an NVIDIA driver (one of `paths` exists)."""
+  return any(os.path.exists(p) for p in paths)
+
+
+def quiet_native_logs(environ: Optional[MutableMapping[str, str]] = None,
+                      gpu_driver: Optional[bool] = None) -> str:
+  """Sets TensorFlow's native log level, unless `environ` sets it; call before TF loads.
+
+  Level 3 (no INFO, WARNING or ERROR lines) on a machine without an NVIDIA driver: there
+  TensorFlow's CUDA platform logs 'failed call to cuInit' at error level on every start, and
+  problems reach the user as Python exceptions anyway. Level 2 (errors shown) where a driver
+  is present, so GPU problems stay visible. TF_CPP_MIN_LOG_LEVEL=0 shows everything.
+
+  Args:
+    environ: the environment to change (default os.environ).
+    gpu_driver: whether a driver is present (default: has_nvidia_driver()).
+
+  Returns:
+    The level in effect.
+  """
+  environ = os.environ if environ is None else environ
+  if LOG_LEVEL_ENV not in environ:
+    driver = has_nvidia_driver() if gpu_driver is None else gpu_driver
+    environ[LOG_LEVEL_ENV] = "2" if driver else "3"
+  return environ[LOG_LEVEL_ENV]
+
+
+def help_requested(argv: Sequence[str]) -> Optional[str]:
+  """'short' or 'full' when the arguments (before any '--') ask for help, else None."""
+  for arg in argv:
+    if arg == "--":
+      return None
+    if arg in FULL_HELP:
+      return "full"
+    if arg in SHORT_HELP:
+      return "short"
+  return None
+
+
+def print_help(kind: str) -> None:
+  """Writes the main module's docstring and flags (kind 'short': its own flags; 'full': every
+  flag) to stdout, as absl's --help and --helpfull do."""
+  from absl import app  # pylint: disable=g-import-not-at-top
+  app.usage(shorthelp=kind == "short", writeto_stdout=True)
+  if kind == "short":
+    print("\nTry --helpfull to get a list of all flags.")
+
+
+def run(main: Callable, program: str, flags_parser: Optional[Callable] = None,
+        argv: Optional[Sequence[str]] = None,
+        environ: Optional[MutableMapping[str, str]] = None):
+  """Runs an absl `main(argv)` as the entry point `program` (see the module docstring).
+
+  Args:
+    main: the absl main function.
+    program: how the user runs it, e.g. 'python -m dense_entity.train' (prefix of one-line
+      errors).
+    flags_parser: passed to app.run (e.g. to pass unknown flags on to Beam).
+    argv: the command line (default sys.argv).
+    environ: the environment (default os.environ).
+
+  Raises:
+    SystemExit: 0 after help; 2 after a user error; absl's status for bad flags.
+  """
+  quiet_native_logs(environ)
+  argv = list(sys.argv if argv is None else argv)
+  kind = help_requested(argv[1:])
+  if kind:
+    print_help(kind)
+    sys.exit(0)
+  from absl import app  # pylint: disable=g-import-not-at-top
+  from dense_entity.common import errors  # pylint: disable=g-import-not-at-top
+  kwargs = {"flags_parser": flags_parser} if flags_parser else {}
+  app.run(errors.one_line_errors(main, program), argv=argv, **kwargs)

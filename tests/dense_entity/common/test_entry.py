@@ -1,0 +1,77 @@
+"""Entry points: `--help` exits 0 without loading TensorFlow; a CPU run logs no native errors."""
+
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from dense_entity.common import entry
+from tests import testutil
+
+
+def test_help_requested_before_a_double_dash():
+  assert entry.help_requested(["--workspace=x", "--help"]) == "short"
+  assert entry.help_requested(["-h"]) == entry.help_requested(["-?"]) == "short"
+  assert entry.help_requested(["--helpfull"]) == "full"
+  assert entry.help_requested(["--workspace=--help"]) is None
+  assert entry.help_requested(["--", "--help"]) is None
+
+
+def test_native_log_level_hides_errors_only_without_a_gpu_driver():
+  assert entry.quiet_native_logs({}, gpu_driver=False) == "3"  # the cuInit error line
+  assert entry.quiet_native_logs({}, gpu_driver=True) == "2"  # GPU errors stay visible
+  environ = {entry.LOG_LEVEL_ENV: "0"}
+  assert entry.quiet_native_logs(environ, gpu_driver=False) == "0"  # the user's choice wins
+
+
+_HELP = """
+import runpy, sys
+sys.argv = [sys.argv[1], sys.argv[2]]
+try:
+  runpy.run_module(sys.argv[0], run_name="__main__", alter_sys=True)
+except SystemExit as e:
+  print("EXIT", e.code, "tensorflow" in sys.modules)
+"""
+
+
+@pytest.mark.parametrize("module", ["dense_entity.train", "dense_entity.evaluate",
+                                    "dense_entity.context_probes", "export.export_model",
+                                    "export.build_index", "export.tradeoff"])
+def test_help_exits_0_without_loading_tensorflow(module):
+  # absl's --help exits 1; these used to load TensorFlow first (6-9 s) to define their flags.
+  for flag in ("--help", "--helpfull"):
+    proc = subprocess.run([sys.executable, "-c", _HELP, module, flag], cwd=testutil.REPO_ROOT,
+                          capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.rstrip().endswith("EXIT 0 False"), proc.stdout[-500:]
+    assert "flags:" in proc.stdout
+    assert proc.stderr == ""
+
+
+def test_help_of_the_command_line_exits_0_for_a_module_that_loads_tensorflow():
+  # Its flags' defaults come from a module that imports TensorFlow: slower, still status 0.
+  proc = subprocess.run([sys.executable, "-m", "export.encode_entities", "--help"],
+                        cwd=testutil.REPO_ROOT, capture_output=True, text=True, check=False,
+                        env={k: v for k, v in os.environ.items() if k != entry.LOG_LEVEL_ENV})
+  assert proc.returncode == 0 and "--storage_dtype" in proc.stdout
+  assert proc.stderr == ""
+
+
+def test_a_cpu_run_prints_no_native_error_line(tmp_path):
+  # A mirrored strategy lists the devices (TensorFlow's CUDA platform starts and, without a
+  # driver, logged 'E0000 ... failed call to cuInit' at error level); then the missing
+  # extraction stops the run with its one-line error.
+  if entry.has_nvidia_driver():
+    pytest.skip("a GPU driver is present: errors are shown on purpose")
+  proc = subprocess.run([sys.executable, "-m", "dense_entity.train",
+                         f"--extract_dir={tmp_path / 'missing'}", f"--model_dir={tmp_path / 'm'}",
+                         "--strategy=mirrored", "--num_cpu_devices=2"],
+                        cwd=testutil.REPO_ROOT, capture_output=True, text=True, check=False,
+                        env={k: v for k, v in os.environ.items() if k != entry.LOG_LEVEL_ENV})
+  assert proc.returncode == 2, proc.stderr[-2000:]
+  native = [line for line in proc.stderr.splitlines()
+            if re.match(r"^(E\d{4}|\S+ \S+: [EWI] )", line) or "cuInit" in line]
+  assert native == [], native
+  assert proc.stderr.strip().splitlines()[-1].startswith("python -m dense_entity.train: error: ")
