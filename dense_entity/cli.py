@@ -127,7 +127,8 @@ def build_parser() -> argparse.ArgumentParser:
                     "redirect titles become aliases of their targets")
   demo.add_argument("--heldout_fraction", type=float, default=0.1,
                     help="fraction of source pages held out for evaluation")
-  demo.add_argument("--preset", default="small", help="training preset: small, paper, tiny")
+  demo.add_argument("--preset", help="training preset: small (default), paper, tiny; a "
+                    "workspace with a model keeps the model's own, and refuses another")
   demo.add_argument("--train_steps", type=int, help="override the preset's training steps")
   demo.add_argument("--glove", help="GloVe text file initialising unigram embeddings")
   demo.add_argument("--dataset", action="append", default=[],
@@ -137,7 +138,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "input they lower recall; see README)")
   demo.add_argument("--steps_per_round", type=int, default=1000,
                     help="training steps after each mining round")
-  demo.add_argument("--share_span_title_encoder", action="store_true",
+  demo.add_argument("--share_span_title_encoder", action="store_true", default=None,
                     help="one feed-forward encoder for the mention span and the entity title "
                     "(not in the paper; helps entities unseen in training)")
   demo.add_argument("--context_match_dim", type=int,

@@ -16,8 +16,9 @@ Each stage is a `Stage` (its inputs, outputs, resume rule and run) and `run_demo
 list: Extract, TrainRound0, Round 0..N (MineAndTrain from round 1 on, ExportAndIndex,
 Evaluate), ContextProbes, Report. What a resumed run keeps:
   Extract, ExportAndIndex, Evaluate, ContextProbes, Report  always redone;
-  TrainRound0   resumes from the checkpoint in WS/model (its config; --train_steps may raise
-                the budget);
+  TrainRound0   resumes from the checkpoint in WS/model (its config for settings not given;
+                --train_steps may change the budget; another --preset, model setting, --glove
+                or extraction is refused, naming it);
   Round r       kept (with its figures) when WS/reports/rounds.json records it at its expected
                 step and the checkpoint is there, except the last round, always redone;
   MineAndTrain  reuses the round's mined negatives when the checkpoint already trains on them
@@ -247,23 +248,25 @@ class Extract(Stage):
 class TrainRound0(Stage):
   """Round 0: trains with in-batch negatives up to the step budget.
 
-  Always runs, resuming from the checkpoint in WS/model: a resumed run keeps the config saved in
-  model_dir, except that `train_steps` may raise the budget; a checkpoint already at (or past)
-  the budget trains no step.
+  Always runs, resuming from the checkpoint in WS/model: settings not given (None) keep the
+  checkpoint's values (config.json); `train_steps` may change the budget; a preset, model
+  setting, GloVe file or extraction other than the checkpoint's is refused before anything is
+  written (training.provenance). A checkpoint already at (or past) the budget trains no step.
   """
-  preset: str
+  preset: Optional[str]
   train_steps: Optional[int]
   glove: Optional[str]
-  share_span_title_encoder: bool
+  share_span_title_encoder: Optional[bool]
   context_match_dim: Optional[int]
   context_match_weight: Optional[float]
-  # Other config.ModelConfig fields set over the preset's ({} keeps the preset).
+  # Other config.ModelConfig fields set over the preset's (None or absent: not given).
   model_overrides: dict = dataclasses.field(default_factory=dict)
   timing = "train"
 
   @property
   def title(self):
-    return f"2/5 train: preset {self.preset}, round 0 (in-batch negatives)"
+    preset = self.preset or "small unless WS/model holds a model"
+    return f"2/5 train: preset {preset}, round 0 (in-batch negatives)"
 
   def inputs(self, ws):
     return [ws.extract, ws.model]
@@ -272,26 +275,16 @@ class TrainRound0(Stage):
     return [ws.model]
 
   def run(self, state):
-    from dense_entity.modeling import config as config_lib  # pylint: disable=g-import-not-at-top
+    from dense_entity.training import provenance  # pylint: disable=g-import-not-at-top
     from dense_entity.training import trainer as trainer_lib  # pylint: disable=g-import-not-at-top
-    cfg = config_lib.get_preset(self.preset)
-    if self.train_steps is not None:
-      cfg.train.train_steps = self.train_steps
-    if self.glove:
-      cfg.glove_path = self.glove
-    cfg.model.share_span_title_encoder = self.share_span_title_encoder
-    if self.context_match_dim is not None:
-      cfg.model.context_match_dim = self.context_match_dim
-    if self.context_match_weight is not None:
-      cfg.model.context_match_weight = self.context_match_weight
-    for name, value in self.model_overrides.items():
-      if not hasattr(cfg.model, name):
-        raise ValueError(f"unknown model setting {name!r}")
-      setattr(cfg.model, name, value)
+    cfg = provenance.run_config(
+        state.ws.model, self.preset,
+        model_settings={"share_span_title_encoder": self.share_span_title_encoder,
+                        "context_match_dim": self.context_match_dim,
+                        "context_match_weight": self.context_match_weight,
+                        **self.model_overrides},
+        train_settings={"train_steps": self.train_steps}, glove=self.glove)
     trainer = trainer_lib.Trainer(cfg, state.ws.extract, state.ws.model)
-    if self.train_steps is not None:
-      # A resumed run keeps the config saved in model_dir; the step budget may still be raised.
-      trainer.cfg.train.train_steps = self.train_steps
     total = trainer.cfg.train.train_steps
     with tqdm(total=total, initial=min(int(trainer.step.numpy()), total), unit="step",
               desc="   training") as bar:
@@ -526,11 +519,11 @@ class Report(Stage):
 def run_demo(workspace: str, inputs: Optional[Sequence[str]] = None,
              descriptions: Optional[str] = None, titles: Sequence[str] = (),
              redirects_tsv: Sequence[str] = (), heldout_fraction: float = 0.1,
-             preset: str = "small", train_steps: Optional[int] = None,
+             preset: Optional[str] = None, train_steps: Optional[int] = None,
              glove: Optional[str] = None, datasets: Sequence[str] = (),
              index_kinds: Sequence[str] = ("brute_force", "ah", "ah_tree"),
              mining_rounds: int = 0, steps_per_round: int = 1000,
-             share_span_title_encoder: bool = False,
+             share_span_title_encoder: Optional[bool] = None,
              context_match_dim: Optional[int] = None,
              context_match_weight: Optional[float] = None,
              char_ngrams: Optional[bool] = None, name_match_dim: Optional[int] = None,
@@ -552,8 +545,10 @@ def run_demo(workspace: str, inputs: Optional[Sequence[str]] = None,
     redirects_tsv: redirect list globs: redirect titles become aliases.
     heldout_fraction: fraction of source pages held out (the paper's 0.1% is for full dumps;
       the default sample has 106 pages).
-    preset: training preset (config.PRESETS).
-    train_steps: override the preset's step count.
+    preset: training preset (config.PRESETS); None: 'small', or the model's own in a
+      workspace whose WS/model holds one. Model settings left None likewise keep the model's
+      own on resume; given ones must agree with it (ValueError naming the setting).
+    train_steps: override the preset's (or the checkpoint's) step count.
     glove: optional GloVe text file for unigram initialisation.
     datasets: extra evaluation sets, FORMAT:PATH.
     index_kinds: indexes built over the entity encodings.

@@ -2,9 +2,11 @@
 
 Flags choose a preset ('paper': 5M buckets x 300-d, batch 100, SGD momentum 0.9, lr 0.01;
 'small': runs on 2 CPU cores), the distribution strategy (default / mirrored / tpu) and
-overrides. A run resumes from the latest checkpoint in --model_dir (the config saved there on
-the first run wins over flags, so a resumed run is the same experiment); --train_steps can be
-raised to continue training.
+overrides. A run resumes from the latest checkpoint in --model_dir: flags not given keep the
+values it was trained with (config.json there); the training flags given (--train_steps,
+--learning_rate, --batch_size, --eval_every, --hard_negatives) apply; a --preset, model flag,
+--glove, --vocab_size or --extract_dir other than the checkpoint's is refused with one line
+naming the flag and both values (dense_entity.training.provenance), before anything is written.
 """
 
 import json
@@ -20,7 +22,8 @@ from dense_entity.training import distribute_utils
 FLAGS = flags.FLAGS
 flags.DEFINE_string("extract_dir", None, "Finished extraction (MANIFEST.json).")
 flags.DEFINE_string("model_dir", None, "Checkpoints, config.json, vocab.txt, summaries.")
-flags.DEFINE_enum("preset", "small", sorted(config_lib.PRESETS), "Configuration preset.")
+flags.DEFINE_enum("preset", "small", sorted(config_lib.PRESETS), "Configuration preset (a "
+                  "resumed run: the checkpoint's unless given).")
 flags.DEFINE_enum("strategy", "default", distribute_utils.STRATEGIES, "tf.distribute strategy.")
 flags.DEFINE_string("tpu", "", "TPU name or address, with --strategy=tpu.")
 flags.DEFINE_integer("num_cpu_devices", 0, "With --strategy=mirrored and no GPU: logical CPUs.")
@@ -46,21 +49,21 @@ flags.DEFINE_string("hard_negatives", None, "Directory of a mining round's outpu
                     "(WS/negatives/round_N): train with the softmax and logistic tasks.")
 
 
-def config_from_flags() -> config_lib.ExperimentConfig:
-  cfg = config_lib.get_preset(FLAGS.preset)
-  if FLAGS.glove:
-    cfg.glove_path = FLAGS.glove
-  if FLAGS.vocab_size is not None:
-    cfg.vocab_size = FLAGS.vocab_size
-  for name in ("share_span_title_encoder", "char_ngrams", "zero_init_buckets",
+MODEL_FLAGS = ("share_span_title_encoder", "char_ngrams", "zero_init_buckets",
                "context_match_dim", "context_match_weight", "name_match_dim",
-               "name_match_weight", "name_match_alias_weight"):
-    if getattr(FLAGS, name) is not None:
-      setattr(cfg.model, name, getattr(FLAGS, name))
-  for name in ("train_steps", "batch_size", "learning_rate", "eval_every"):
-    if getattr(FLAGS, name) is not None:
-      setattr(cfg.train, name, getattr(FLAGS, name))
-  return cfg
+               "name_match_weight", "name_match_alias_weight")
+TRAIN_FLAGS = ("train_steps", "batch_size", "learning_rate", "eval_every")
+
+
+def config_from_flags() -> config_lib.ExperimentConfig:
+  """The run's config: on resume the checkpoint's (flags given over it, checked by the
+  Trainer), else --preset's with the flags given over it."""
+  from dense_entity.training import provenance  # pylint: disable=g-import-not-at-top
+  return provenance.run_config(
+      FLAGS.model_dir, FLAGS.preset if FLAGS["preset"].present else None,
+      model_settings={name: getattr(FLAGS, name) for name in MODEL_FLAGS},
+      train_settings={name: getattr(FLAGS, name) for name in TRAIN_FLAGS},
+      glove=FLAGS.glove, vocab_size=FLAGS.vocab_size)
 
 
 def main(argv):
@@ -74,8 +77,6 @@ def main(argv):
   strategy = distribute_utils.get_strategy(FLAGS.strategy, FLAGS.tpu, FLAGS.num_cpu_devices)
   trainer = trainer_lib.Trainer(config_from_flags(), FLAGS.extract_dir, FLAGS.model_dir,
                                 strategy)
-  if FLAGS.train_steps is not None:
-    trainer.cfg.train.train_steps = FLAGS.train_steps
   if FLAGS.hard_negatives:
     manifest = records.require_extraction(FLAGS.hard_negatives)  # MANIFEST.json of the round
     files = tf.io.gfile.glob(os.path.join(FLAGS.hard_negatives,

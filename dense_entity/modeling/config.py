@@ -104,6 +104,9 @@ class ExperimentConfig:
   glove_path: Optional[str] = None
   # Words of the vocabulary taken from GloVe (most frequent first); 0 means all.
   vocab_size: int = 0
+  # The PRESETS name this config started from (None: built by hand, or saved before presets
+  # were recorded); a resumed run must ask for the same one.
+  preset: Optional[str] = None
 
 
 PRESETS = {
@@ -131,7 +134,9 @@ def get_preset(name: str) -> ExperimentConfig:
   """Returns a deep copy of the named preset; raises ValueError for unknown names."""
   if name not in PRESETS:
     raise ValueError(f"unknown preset {name!r}; choose one of {sorted(PRESETS)}")
-  return from_dict(dataclasses.asdict(PRESETS[name]))
+  cfg = from_dict(dataclasses.asdict(PRESETS[name]))
+  cfg.preset = name
+  return cfg
 
 
 def from_dict(d: dict) -> ExperimentConfig:

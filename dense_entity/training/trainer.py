@@ -29,6 +29,7 @@ from dense_entity.modeling import models
 from dense_entity.training import checkpointing
 from dense_entity.training import hooks
 from dense_entity.training import initialization
+from dense_entity.training import provenance
 from dense_entity.training import steps as steps_lib
 from dense_entity.training.checkpointing import CHECKPOINT_DIR
 from dense_entity.training.checkpointing import VOCAB_FILE
@@ -46,18 +47,23 @@ class Trainer:
   """Builds the model under `strategy`, restores the latest checkpoint, and trains.
 
   Args:
-    cfg: the experiment config (written to model_dir/config.json on the first run; a resumed
-      run uses the one in model_dir).
+    cfg: the experiment config (written to model_dir/config.json on the first run). A resumed
+      run must ask for the checkpoint's model and extraction (provenance.check_resume); its
+      training settings (provenance.CHANGEABLE_TRAIN_SETTINGS) replace the saved ones.
+      provenance.run_config builds it from a command line.
     extract_dir: a finished extraction (MANIFEST.json present).
-    model_dir: checkpoints, config.json, vocab.txt and TensorBoard summaries.
+    model_dir: checkpoints, config.json, trained_on.json (the extraction's and GloVe file's
+      identity), vocab.txt and TensorBoard summaries.
     strategy: a tf.distribute strategy (distribute_utils.get_strategy).
 
   Raises:
     FileNotFoundError: when `extract_dir` is not a finished extraction (MANIFEST.json).
     ValueError: when the extraction has fewer training mentions than one batch (before
-      model_dir is created), the config is invalid (before config.json is written), the batch
-      does not split over the replicas, or the latest checkpoint lacks variables of the model
-      (naming the checkpoint).
+      model_dir is created), the config is invalid (before config.json is written), a resumed
+      run asks for another preset, model setting, optimizer, vocabulary or extraction than the
+      checkpoint's (naming the flag and both values; nothing written), the batch does not
+      split over the replicas, or the latest checkpoint lacks variables of the model (naming
+      the checkpoint).
   """
 
   def __init__(self, cfg: config_lib.ExperimentConfig, extract_dir: str, model_dir: str,
@@ -73,15 +79,26 @@ class Trainer:
           f"{os.path.join(extract_dir, schema.MANIFEST_FILE)}: {num_train} training mentions, "
           f"fewer than one batch of {cfg.train.batch_size} (pages skipped by the extraction: "
           f"{manifest.get('pages_skipped', 0)}); nothing to train on")
-    tf.io.gfile.makedirs(model_dir)
+    extraction = provenance.extraction_identity(extract_dir)
     if tf.io.gfile.exists(os.path.join(model_dir, config_lib.CONFIG_FILE)):
-      cfg = config_lib.load(model_dir)
+      # Resuming: the same model and data as the checkpoint, or a one-line error naming the
+      # setting; the training settings of this run (steps, learning rate, ...) apply.
+      saved = config_lib.load(model_dir)
+      provenance.check_resume(model_dir, saved, cfg, extraction)
+      cfg = provenance.resumed_config(saved, cfg)
       vocabulary, vectors = read_vocabulary(model_dir), None
+      if cfg != saved:
+        config_lib.save(cfg, model_dir)
+      if provenance.read_trained_on(model_dir) is None:
+        provenance.write_trained_on(model_dir, extraction, cfg.glove_path)
     else:
+      config_lib.validate(cfg)
       vocabulary, vectors = [], None
       if cfg.glove_path:
         vocabulary, vectors = read_glove(cfg.glove_path, cfg.vocab_size)
+      tf.io.gfile.makedirs(model_dir)
       checkpointing.write_vocabulary(model_dir, vocabulary)
+      provenance.write_trained_on(model_dir, extraction, cfg.glove_path)
       config_lib.save(cfg, model_dir)
     self.cfg = cfg
     tc = cfg.train

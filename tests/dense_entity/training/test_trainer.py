@@ -160,7 +160,7 @@ def test_context_match_idf_comes_from_entity_texts_and_survives_resume_and_expor
                              rtol=1e-6)
   assert idf[featurize("fish")][0] == 0.0
   t.train()
-  resumed = trainer_lib.Trainer(_cfg(10), extract, model_dir)
+  resumed = trainer_lib.Trainer(cfg, extract, model_dir)  # the same model (test_provenance)
   np.testing.assert_array_equal(resumed.model.context_match.term_weights.numpy(), idf)
   restored, _ = trainer_lib.restore_model(model_dir)  # what export.export_model loads
   np.testing.assert_array_equal(restored.context_match.term_weights.numpy(), idf)
