@@ -29,8 +29,12 @@ import logging
 import sys
 from typing import List, Sequence
 
-from beam_pipelines.pipelines import beam_io
-from beam_pipelines.pipelines import extraction
+from dense_entity.common import entry
+
+entry.quiet_native_logs()  # before beam_io loads TensorFlow: no native INFO/ERROR lines
+
+from beam_pipelines.pipelines import beam_io  # pylint: disable=wrong-import-position
+from beam_pipelines.pipelines import extraction  # pylint: disable=wrong-import-position
 
 
 def main(argv: Sequence[str]) -> None:
@@ -99,13 +103,11 @@ def _define_flags() -> None:
 
 
 def _entry_point() -> None:
-  from absl import app  # pylint: disable=g-import-not-at-top
   _define_flags()
   logging.getLogger().setLevel(logging.INFO)
   # Unknown flags (Beam pipeline options) are passed through to PipelineOptions.
-  from dense_entity.common import errors  # pylint: disable=g-import-not-at-top
-  app.run(errors.one_line_errors(main, "python -m beam_pipelines.extract_wikipedia"),
-          flags_parser=_parse_known_flags)
+  entry.run(main, "python -m beam_pipelines.extract_wikipedia",
+            flags_parser=_parse_known_flags)
 
 
 if __name__ == "__main__":

@@ -20,9 +20,12 @@ far), stats.json, and MANIFEST.json written last.
 
 import json
 
-from beam_pipelines.pipelines import beam_io
-from beam_pipelines.pipelines import mining
-from dense_entity.common import errors
+from dense_entity.common import entry
+
+entry.quiet_native_logs()  # before beam_io loads TensorFlow: no native INFO/ERROR lines
+
+from beam_pipelines.pipelines import beam_io  # pylint: disable=wrong-import-position
+from beam_pipelines.pipelines import mining  # pylint: disable=wrong-import-position
 
 
 def main(argv):
@@ -35,7 +38,6 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  from absl import app  # pylint: disable=g-import-not-at-top
   from absl import flags  # pylint: disable=g-import-not-at-top
   flags.DEFINE_string("export_dir", None, "Exported encoders of the current model.")
   flags.DEFINE_string("index_dir", None, "Index directory built from that export.")
@@ -46,5 +48,5 @@ if __name__ == "__main__":
   flags.DEFINE_string("index_kind", "brute_force", "Index kind used for the search.")
   flags.DEFINE_integer("k", mining.DEFAULT_K, "Nearest entities searched per mention.")
   flags.mark_flags_as_required(["export_dir", "index_dir", "extract_dir", "output_dir"])
-  app.run(errors.one_line_errors(main, "python -m beam_pipelines.mine_hard_negatives"),
+  entry.run(main, "python -m beam_pipelines.mine_hard_negatives",
           flags_parser=lambda argv: flags.FLAGS(argv, known_only=True) and argv)

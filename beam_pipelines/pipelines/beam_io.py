@@ -7,10 +7,16 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions
+from apache_beam.options.pipeline_options import StandardOptions
 import tensorflow as tf
 
 # Shards are sized by record count when no number of shards is given (deterministic either way).
 RECORDS_PER_SHARD = 200_000
+# The runner when --runner is not given: Beam's local Fn API runner, the engine the
+# DirectRunner runs batch pipelines on. The DirectRunner itself first tries its Prism
+# runner, downloaded from GitHub on first use (offline: a failed download on every run
+# before it falls back); --runner=DirectRunner, PrismRunner or DataflowRunner still apply.
+LOCAL_RUNNER = "FnApiRunner"
 
 
 def default_pipeline_options(argv: Optional[Sequence[str]] = None) -> PipelineOptions:
@@ -22,6 +28,9 @@ def default_pipeline_options(argv: Optional[Sequence[str]] = None) -> PipelineOp
     direct.direct_num_workers = 1
   if "direct_running_mode" not in args:
     direct.direct_running_mode = "in_memory"
+  standard = options.view_as(StandardOptions)
+  if not standard.runner:
+    standard.runner = LOCAL_RUNNER  # no Prism download (see LOCAL_RUNNER)
   return options
 
 

@@ -50,13 +50,19 @@ def test_help_exits_0_without_loading_tensorflow(module):
     assert proc.stderr == ""
 
 
-def test_help_of_the_command_line_exits_0_for_a_module_that_loads_tensorflow():
-  # Its flags' defaults come from a module that imports TensorFlow: slower, still status 0.
-  proc = subprocess.run([sys.executable, "-m", "export.encode_entities", "--help"],
+_NATIVE_LINE = re.compile(r"^(E\d{4}|\S+ \S+: [EWI] )|cuInit")
+
+
+@pytest.mark.parametrize("module,flag", [("export.encode_entities", "--storage_dtype"),
+                                         ("beam_pipelines.mine_hard_negatives", "--index_kind")])
+def test_help_exits_0_for_modules_that_load_tensorflow(module, flag):
+  # Their flags' defaults come from modules that import TensorFlow (and Beam): slower, still
+  # status 0, and no native log line.
+  proc = subprocess.run([sys.executable, "-m", module, "--help"],
                         cwd=testutil.REPO_ROOT, capture_output=True, text=True, check=False,
                         env={k: v for k, v in os.environ.items() if k != entry.LOG_LEVEL_ENV})
-  assert proc.returncode == 0 and "--storage_dtype" in proc.stdout
-  assert proc.stderr == ""
+  assert proc.returncode == 0 and flag in proc.stdout, proc.stderr[-2000:]
+  assert not [line for line in proc.stderr.splitlines() if _NATIVE_LINE.search(line)]
 
 
 def test_a_cpu_run_prints_no_native_error_line(tmp_path):
@@ -71,7 +77,6 @@ def test_a_cpu_run_prints_no_native_error_line(tmp_path):
                         cwd=testutil.REPO_ROOT, capture_output=True, text=True, check=False,
                         env={k: v for k, v in os.environ.items() if k != entry.LOG_LEVEL_ENV})
   assert proc.returncode == 2, proc.stderr[-2000:]
-  native = [line for line in proc.stderr.splitlines()
-            if re.match(r"^(E\d{4}|\S+ \S+: [EWI] )", line) or "cuInit" in line]
+  native = [line for line in proc.stderr.splitlines() if _NATIVE_LINE.search(line)]
   assert native == [], native
   assert proc.stderr.strip().splitlines()[-1].startswith("python -m dense_entity.train: error: ")
