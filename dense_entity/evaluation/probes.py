@@ -13,7 +13,8 @@ The command (dense_entity/context_probes.py):
 FILE.jsonl: one {"text": "... [[span]] ...", "gold": "Title"} per line; consecutive lines with the
 same span (case-folded) form a group; a bad line is reported (file:line, exit status 2) before
 the model is loaded. Writes WS/reports/context_probes.json (built-in probes) or
-WS/reports/context_probes_<FILE>.json, or --output; exit status 1 when no gold is in the KB:
+WS/reports/context_probes_<FILE>.json, or --output; exit status 1, and no report written (an
+earlier one is kept), when no gold is in the KB:
   {"probes": [{"text", "gold", "top1", "score", "correct", "gold_in_kb"}],
    "groups": n, "groups_top1_differs": n, "groups_all_correct": n, "probes_correct": n,
    "probes_scored": n}

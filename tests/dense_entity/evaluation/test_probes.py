@@ -81,3 +81,22 @@ def test_command_reports_bad_probes_and_workspaces_without_a_traceback(tmp_path)
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == status, proc.stderr[-1000:]
     assert message in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_command_writes_no_report_when_no_probe_can_be_scored(tmp_path):
+  # The built-in probes' golds (Earth, Doric order, ...) are not in the tiny KB: nothing is
+  # measured, so the command exits 1 and an earlier report stays as it was.
+  import subprocess  # pylint: disable=g-import-not-at-top
+  import sys  # pylint: disable=g-import-not-at-top
+  from tests import testutil  # pylint: disable=g-import-not-at-top
+  from tests.dense_entity.retrieval import test_retriever  # pylint: disable=g-import-not-at-top
+  ws = test_retriever.build_tiny_workspace(tmp_path / "ws")
+  report = tmp_path / "ws" / probes_lib.REPORT
+  report.parent.mkdir(parents=True)
+  report.write_text('{"earlier": true}')
+  proc = subprocess.run([sys.executable, "-m", "dense_entity.context_probes",
+                         f"--workspace={ws}"], cwd=testutil.REPO_ROOT, capture_output=True,
+                        text=True, timeout=300)
+  assert proc.returncode == 1, proc.stderr[-2000:]
+  assert "nothing was scored, no report written" in proc.stderr
+  assert report.read_text() == '{"earlier": true}'
