@@ -19,9 +19,12 @@ outputs are the same either way.
 
 Outputs in DIR (names from dense_entity/kb/schema.py; TFRecord of tf.train.Example, uncompressed,
 'PREFIX-SSSSS-of-NNNNN.tfrecord'): entities, mentions_train, mentions_heldout, alias_counts.tsv,
-redirects.tsv, stats.json and, written last, MANIFEST.json. Files are written to a staging
-directory inside DIR and moved into place only after the pipeline succeeded, so a failed run
-leaves no MANIFEST.json.
+redirects.tsv, stats.json and, written last, MANIFEST.json. Every input is checked before DIR
+is touched (patterns match files; dumps are MediaWiki XML exports with pages, not empty, JSON or
+raw wikitext; lists hold lines of their kind); files are written to a staging directory inside
+DIR and moved into place only after the pipeline succeeded and read something (pages, entities,
+a line of each list given). A failed run exits non-zero and leaves a finished extraction in DIR
+as it was. Flags that are neither this module's nor Beam pipeline options are an error.
 """
 
 import datetime
@@ -47,7 +50,8 @@ def main(argv: Sequence[str]) -> None:
     stats = extraction.run(input_patterns, flag_values.output_dir,
                            heldout_fraction=flag_values.heldout_fraction,
                            descriptions=flag_values.descriptions,
-                           pipeline_options=beam_io.default_pipeline_options(argv[1:]),
+                           pipeline_options=beam_io.default_pipeline_options(
+                               argv[1:], own_flags=list(flag_values)),
                            num_shards=flag_values.num_shards,
                            multistream_index=flag_values.multistream_index,
                            detect_multistream_index=flag_values.detect_multistream_index,
@@ -105,7 +109,8 @@ def _define_flags() -> None:
 def _entry_point() -> None:
   _define_flags()
   logging.getLogger().setLevel(logging.INFO)
-  # Unknown flags (Beam pipeline options) are passed through to PipelineOptions.
+  # Flags not defined here go to Beam (PipelineOptions) if Beam knows them, else are an error
+  # (beam_io.default_pipeline_options).
   entry.run(main, "python -m beam_pipelines.extract_wikipedia",
             flags_parser=_parse_known_flags)
 

@@ -33,7 +33,7 @@ def main(argv):
   f = flags.FLAGS
   stats = mining.run(f.export_dir, f.index_dir, f.extract_dir, f.output_dir, f.round,
                      f.previous_dir, f.index_kind, f.k,
-                     beam_io.default_pipeline_options(argv[1:]))
+                     beam_io.default_pipeline_options(argv[1:], own_flags=list(f)))
   print(json.dumps(stats, indent=2, sort_keys=True))
 
 
@@ -49,4 +49,5 @@ if __name__ == "__main__":
   flags.DEFINE_integer("k", mining.DEFAULT_K, "Nearest entities searched per mention.")
   flags.mark_flags_as_required(["export_dir", "index_dir", "extract_dir", "output_dir"])
   entry.run(main, "python -m beam_pipelines.mine_hard_negatives",
-          flags_parser=lambda argv: flags.FLAGS(argv, known_only=True) and argv)
+          # Flags not defined here go to Beam if Beam knows them, else are an error.
+          flags_parser=lambda argv: flags.FLAGS(argv, known_only=True))

@@ -163,6 +163,76 @@ def open_dump(source: Union[str, os.PathLike, BinaryIO],
   return raw
 
 
+# Bytes of decompressed text searched for the first <page> by check_dump_start: the <siteinfo>
+# header before it is a few KB (namespaces); a dump whose first page starts later is not refused.
+HEAD_BYTES = 4 << 20
+_FIRST_TAG = re.compile(rb"<([A-Za-z_][-\w.:]*)")
+
+
+def check_dump_start(source: Union[str, os.PathLike, BinaryIO], source_name: Optional[str] = None,
+                     head_bytes: int = HEAD_BYTES) -> None:
+  """Checks that a file is a MediaWiki XML export (plain or bz2) before a pipeline reads it.
+
+  Reads at most `head_bytes` decompressed bytes: the first element must be <mediawiki> (any
+  export version; an XML declaration, comments and a byte order mark may come first), and a
+  <page> must follow unless the file ends first.
+
+  Args:
+    source: a path or a binary file object at its start (e.g. FileSystems.open).
+    source_name: file name for the messages (default: the path, or '<stream>').
+    head_bytes: decompressed bytes read at most.
+
+  Raises:
+    DumpError: naming the file and what it holds instead: nothing (0 bytes), gzip, JSON
+      lines, text that is not XML (raw wikitext), XML of another root element, an export
+      without any <page>, or bz2 data that does not decompress.
+  """
+  if source_name is None:
+    source_name = os.fspath(source) if isinstance(source, (str, os.PathLike)) else "<stream>"
+  expected = "expected a MediaWiki XML export (<mediawiki> with <page> elements; .xml or .xml.bz2)"
+  try:
+    stream = open_dump(source)
+  except OSError as e:
+    raise DumpError(f"{source_name}: cannot be read: {e}") from e
+  head, failure = b"", None
+  try:
+    while len(head) < head_bytes:
+      block = stream.read1(min(_READ_BLOCK, head_bytes - len(head)))
+      if not block:
+        break
+      head += block
+      if _PAGE_START.search(head, max(0, len(head) - len(block) - 8)):
+        break
+  except (EOFError, OSError) as e:  # not bz2 after all, or a corrupt stream
+    failure = e
+  finally:
+    if stream is not source:
+      stream.close()
+  if failure is not None and not head:
+    raise DumpError(f"{source_name}: cannot be decompressed ({failure}); {expected}")
+  text = head.lstrip(b"\xef\xbb\xbf \t\r\n")
+  if not text:
+    raise DumpError(f"{source_name}: is empty; {expected}")
+  if text[:2] == b"\x1f\x8b":
+    raise DumpError(f"{source_name}: is gzip-compressed; dumps are read plain or bz2; {expected}")
+  if text[:1] in (b"{", b"[") and text[:2] not in (b"{{", b"{|", b"[["):  # not wikitext
+    raise DumpError(f"{source_name}: holds JSON (JSON lines?), not XML; {expected}")
+  if text[:1] != b"<":
+    first = text.split(b"\n", 1)[0][:60].decode("utf-8", "replace")
+    raise DumpError(f"{source_name}: is not XML (it starts with {first!r}: raw wikitext?); "
+                    f"{expected}")
+  # The first element (an XML declaration '<?xml', comments '<!--' and a doctype come first).
+  match = _FIRST_TAG.search(text)
+  if match is None:
+    raise DumpError(f"{source_name}: holds no XML element; {expected}")
+  name = match.group(1).decode("utf-8", "replace")
+  if name.rsplit(":", 1)[-1] != "mediawiki":
+    raise DumpError(f"{source_name}: its first element is <{name}>, not <mediawiki>; {expected}")
+  if not _PAGE_START.search(text, match.end()) and len(head) < head_bytes:
+    ending = f"its bz2 data is corrupt ({failure})" if failure else "the file ends"
+    raise DumpError(f"{source_name}: holds no <page> before {ending}; {expected}")
+
+
 def _local_name(tag: str) -> str:
   """'{http://www.mediawiki.org/xml/export-0.10/}page' -> 'page' (any export version)."""
   return tag.rsplit("}", 1)[-1]

@@ -118,6 +118,11 @@ def is_main_namespace_title(title: str) -> bool:
   return kind == MAIN
 
 
+def has_illegal_title_chars(title: str) -> bool:
+  """True when `title` holds a character MediaWiki forbids in titles ('<>[]{}|', tab, newline)."""
+  return any(c in _ILLEGAL_TITLE_CHARS for c in title)
+
+
 def normalize_target(raw: str) -> str:
   """Normalizes a main-namespace link or redirect target: leading ':' and '#fragment' dropped.
 

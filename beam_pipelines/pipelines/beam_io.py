@@ -1,5 +1,6 @@
 """Beam pieces shared by the pipelines: deterministic writers, pipeline options, counters."""
 
+import difflib
 import hashlib
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
@@ -19,8 +20,66 @@ RECORDS_PER_SHARD = 200_000
 LOCAL_RUNNER = "FnApiRunner"
 
 
-def default_pipeline_options(argv: Optional[Sequence[str]] = None) -> PipelineOptions:
-  """PipelineOptions from `argv`; DirectRunner in-memory with one worker unless given."""
+def unknown_pipeline_args(args: Sequence[str]) -> Tuple[List[str], List[str]]:
+  """The arguments that no Beam pipeline option takes, and every option string Beam knows.
+
+  Beam's own parser decides: PipelineOptions.get_all_options builds one argument parser from
+  every PipelineOptions subclass defined so far (standard, Google Cloud, worker, Direct,
+  portable, Flink, Spark, Prism, ... options, and any a user module defines), and hands it to
+  `add_extra_args_fn`; the same parser parses `args` here.
+
+  Returns:
+    (unknown arguments in order, e.g. ['--title=x'] or ['--title', 'x'], known option strings).
+  """
+  parsers = []
+  PipelineOptions([]).get_all_options(add_extra_args_fn=parsers.append)
+  parser = parsers[0]
+  _, unknown = parser.parse_known_args(list(args))
+  known = sorted({s for action in parser._actions for s in action.option_strings})  # pylint: disable=protected-access
+  return unknown, known
+
+
+def check_pipeline_args(args: Sequence[str], own_flags: Sequence[str] = ()) -> None:
+  """Refuses arguments that are neither an entry point's flags nor Beam pipeline options.
+
+  An entry point parses its own (absl) flags and passes the rest to Beam; Beam alone would
+  drop an unknown '--title=x' with a log line and the job would run without the list meant by
+  '--titles' (issue 14, item 2).
+
+  Args:
+    args: the arguments left after the entry point's flags, e.g. ['--runner=DataflowRunner'].
+    own_flags: the entry point's flag names (without '--'), for 'did you mean' suggestions.
+
+  Raises:
+    ValueError: naming each unknown flag (with the closest known flag, when one is close) or
+      stray argument.
+  """
+  unknown, known = unknown_pipeline_args(args)
+  if not unknown:
+    return
+  names = known + [f"--{name}" for name in own_flags]
+  flags_found = [a.split("=", 1)[0] for a in unknown if a.startswith("-") and a not in ("-", "--")]
+  if not flags_found:
+    raise ValueError(f"unexpected argument(s) {' '.join(unknown)}: every input is given by a "
+                     "flag (see --help)")
+  described = []
+  for flag in flags_found:
+    close = difflib.get_close_matches(flag, names, n=1)
+    described.append(f"{flag} (did you mean {close[0]}?)" if close else flag)
+  raise ValueError(f"unknown flag(s) {', '.join(described)}: neither this command's flags "
+                   "(--help) nor Beam pipeline options")
+
+
+def default_pipeline_options(argv: Optional[Sequence[str]] = None,
+                             own_flags: Sequence[str] = ()) -> PipelineOptions:
+  """PipelineOptions from `argv`; the local runner (LOCAL_RUNNER), in-memory with one worker,
+  unless given.
+
+  Raises:
+    ValueError: an argument is no Beam pipeline option (check_pipeline_args; `own_flags` are
+      the caller's flag names, for suggestions).
+  """
+  check_pipeline_args(list(argv or []), own_flags)
   options = PipelineOptions(list(argv or []))
   direct = options.view_as(DirectOptions)
   args = " ".join(argv or [])

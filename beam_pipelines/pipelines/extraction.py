@@ -460,17 +460,137 @@ def build_pipeline(pipeline: beam.Pipeline, input_patterns: Sequence[str], outpu
 # ---------------------------------------------------------------------------------------------
 
 
-def _expand_patterns(input_patterns: Sequence[str]) -> List[str]:
+def _expand_patterns(input_patterns: Sequence[str], what: str = "input") -> List[str]:
   """Checks that every pattern matches a file; returns the sorted matched paths.
 
   Raises:
-    FileNotFoundError: naming the patterns that match nothing.
+    FileNotFoundError: naming `what` and the patterns that match nothing.
   """
   results = FileSystems.match(list(input_patterns))
   missing = [p for p, r in zip(input_patterns, results) if not r.metadata_list]
   if missing:
-    raise FileNotFoundError(f"input pattern(s) match no file: {missing}")
+    raise FileNotFoundError(f"{what} pattern(s) match no file: {', '.join(missing)}")
   return sorted({m.path for r in results for m in r.metadata_list})
+
+
+# Lines looked at by the check of a description, title or redirect list before the run.
+_HEAD_LINES = 20
+
+
+def _head_lines(path: str, n: int = _HEAD_LINES, max_bytes: int = 1 << 20) -> List[str]:
+  """The first `n` lines within the first `max_bytes` bytes of a text file (plain, .gz or .bz2
+  by its name, as ReadFromText reads it)."""
+  with FileSystems.open(path) as f:
+    head = f.read(max_bytes)
+  lines = head.decode("utf-8", "replace").split("\n")
+  if len(head) == max_bytes and len(lines) > 1:
+    lines.pop()  # cut by max_bytes
+  if lines and not lines[-1]:
+    lines.pop()
+  return [line.rstrip("\r") for line in lines[:n]]
+
+
+def check_line_file(path: str, kind: str, parse) -> None:
+  """Checks that a description, title or redirect list holds lines of its kind.
+
+  The first non-blank line that `parse` does not skip (a header) must parse; a title line
+  must not hold a character MediaWiki forbids in titles ('<', '{', '[', '|', ...: an XML dump
+  or JSON given as a title list). Later bad lines are counted and skipped by the pipeline.
+
+  Raises:
+    ValueError: naming the file, the line number and why (the file is empty, or its first
+      line is not of its kind).
+  """
+  lines = _head_lines(path)
+  for number, line in enumerate(lines, 1):
+    if not line.strip():
+      continue
+    try:
+      parsed = parse(line)
+    except (ValueError, KeyError, TypeError) as e:
+      raise ValueError(f"{path}: line {number} is not a {kind} line ({type(e).__name__}: "
+                       f"{e}): {line[:80]!r}") from e
+    if parsed is None:
+      continue
+    if parse is title_lists_lib.parse_title_line and namespaces.has_illegal_title_chars(line):
+      raise ValueError(f"{path}: line {number} is not a {kind} line (it holds a character "
+                       f"MediaWiki forbids in titles): {line[:80]!r}")
+    return
+  what = "only blank or header lines" if lines else "no line (empty file)"
+  raise ValueError(f"{path}: holds {what}; expected {kind} lines")
+
+
+def check_inputs(input_patterns: Sequence[str], descriptions: Optional[str] = None,
+                 title_lists: Sequence[str] = (), redirect_lists: Sequence[str] = (),
+                 multistream_index: Optional[str] = None,
+                 heldout_fraction: float = DEFAULT_HELDOUT_FRACTION) -> Dict[str, List[str]]:
+  """Checks every input of an extraction before anything is written (issue 14, items 1, 2).
+
+  Every pattern must match a file; every dump must be a MediaWiki XML export with pages
+  (xml_dump.check_dump_start reads its first bytes: not empty, not JSON, not raw wikitext);
+  the descriptions, title and redirect lists must hold lines of their kind (check_line_file);
+  multistream index files must pair with the dumps; heldout_fraction must lie in [0, 1].
+
+  Returns:
+    {'dumps': matched dump paths, 'list_files': matched title and redirect list paths}, each
+    sorted.
+
+  Raises:
+    FileNotFoundError: a pattern matches no file (the message names the flag and pattern).
+    ValueError: a file is not of its kind (named, with what it holds instead), an index
+      belongs to no dump, or heldout_fraction is outside [0, 1].
+  """
+  if not 0.0 <= heldout_fraction <= 1.0:
+    raise ValueError(f"heldout_fraction must be in [0, 1], got {heldout_fraction}")
+  dumps = _expand_patterns(input_patterns, "--input dump")
+  for path in dumps:
+    with FileSystems.open(path, compression_type="uncompressed") as f:
+      xml_dump.check_dump_start(f, source_name=path)
+  if descriptions:
+    for path in _expand_patterns([descriptions], "--descriptions"):
+      check_line_file(path, "description (JSON object with a \"title\")",
+                      descriptions_lib.parse_description_line)
+  titles_files = _expand_patterns(title_lists, "--titles list") if title_lists else []
+  for path in titles_files:
+    check_line_file(path, "title list (one title)", title_lists_lib.parse_title_line)
+  redirect_files = (_expand_patterns(redirect_lists, "--redirects_tsv list")
+                    if redirect_lists else [])
+  for path in redirect_files:
+    check_line_file(path, "redirect list ('redirect<TAB>target')",
+                    title_lists_lib.parse_redirect_line)
+  if multistream_index:
+    multistream.pair_multistream_indexes(
+        dumps, _expand_patterns([multistream_index], "--multistream_index"))
+  return {"dumps": dumps, "list_files": sorted(set(titles_files) | set(redirect_files))}
+
+
+def check_results(stats: Dict[str, int], input_files: Sequence[str],
+                  descriptions: Optional[str] = None, title_lists: Sequence[str] = (),
+                  redirect_lists: Sequence[str] = ()) -> None:
+  """Refuses a finished pipeline whose outputs hold nothing useful, before they are published.
+
+  Raises:
+    ValueError: no page was read from the dumps, the KB holds no entity, or a descriptions
+      file, title list or redirect list given gave no line (their files named, with the
+      counts of what was read and dropped).
+  """
+  def counts(*names):
+    return ", ".join(f"{name} {stats.get(name, 0)}" for name in names)
+
+  if not stats.get("pages_read", 0):
+    raise ValueError(f"no page could be read from {', '.join(input_files)} "
+                     f"({counts('pages_read', 'pages_unreadable')}); nothing was written")
+  if not stats.get("entities", 0):
+    read = counts("pages_read", "articles", "redirects", "pages_other_namespace", "pages_failed")
+    raise ValueError(f"the extraction of {', '.join(input_files)} holds no entity ({read}); "
+                     "nothing was written")
+  checks = ((descriptions and [descriptions], "descriptions_read", "descriptions_invalid"),
+            (title_lists, "titles_listed_read", "titles_listed_invalid"),
+            (redirect_lists, "title_list_redirects_read", "title_list_redirects_invalid"))
+  for patterns, read, invalid in checks:
+    if patterns and not stats.get(read, 0):
+      raise ValueError(f"no line of {', '.join(patterns)} could be read ({counts(read, invalid)})"
+                       "; nothing was written")
 
 
 def _is_output_file(name: str) -> bool:
@@ -500,9 +620,12 @@ def run(input_patterns: Sequence[str], output_dir: str,
         redirect_lists: Sequence[str] = ()) -> Dict[str, Any]:
   """Runs the extraction and publishes its outputs atomically in `output_dir`.
 
-  Files are written to `output_dir/.staging-<id>/`; after the pipeline succeeded, the previous
-  outputs in `output_dir` are removed, the new files moved in and MANIFEST.json written last.
-  An old MANIFEST.json is removed before the pipeline starts, so a failed run leaves none.
+  Every input is checked first (check_inputs), before anything in `output_dir` is touched.
+  Files are written to `output_dir/.staging-<id>/`; only after the pipeline succeeded and its
+  outputs hold something (check_results) is the previous MANIFEST.json removed, the previous
+  outputs replaced by the new files and the new MANIFEST.json written last. So a run that
+  fails, at any point before that, leaves a finished extraction in `output_dir` as it was; a
+  run killed while it publishes leaves no MANIFEST.json (never a manifest over mixed files).
 
   Args:
     input_patterns: file patterns of MediaWiki XML dumps (plain or .bz2).
@@ -522,20 +645,17 @@ def run(input_patterns: Sequence[str], output_dir: str,
     The stats dict written to stats.json: counter name -> value.
 
   Raises:
-    FileNotFoundError: an input pattern (the descriptions file, the multistream index)
-      matches no file.
-    ValueError: a multistream index file belongs to no input dump.
+    FileNotFoundError: an input pattern (a dump, the descriptions file, a list, the
+      multistream index) matches no file.
+    ValueError: an input is not of its kind (check_inputs), a multistream index file belongs
+      to no input dump, or the finished pipeline read nothing useful (check_results).
     RuntimeError: the pipeline did not finish successfully.
   """
   # Every input is checked before anything in output_dir is touched.
-  input_files = _expand_patterns(input_patterns)
-  if descriptions:
-    _expand_patterns([descriptions])
-  list_files = _expand_patterns(list(title_lists) + list(redirect_lists)) if (
-      title_lists or redirect_lists) else []
+  checked = check_inputs(input_patterns, descriptions, title_lists, redirect_lists,
+                         multistream_index, heldout_fraction)
+  input_files, list_files = checked["dumps"], checked["list_files"]
   manifest_path = FileSystems.join(output_dir, schema.MANIFEST_FILE)
-  if FileSystems.exists(manifest_path):  # from here on, a failure leaves no manifest
-    FileSystems.delete([manifest_path])
   if pipeline_options is None:
     pipeline_options = beam_io.default_pipeline_options()
   if not FileSystems.exists(output_dir):
@@ -556,8 +676,12 @@ def run(input_patterns: Sequence[str], output_dir: str,
     if state != beam.runners.runner.PipelineState.DONE:
       raise RuntimeError(f"extraction pipeline ended in state {state}")
     stats = beam_io.counters(result, COUNTER_NAMESPACE)
+    check_results(stats, input_files, descriptions, title_lists, redirect_lists)
     _write_json(FileSystems.join(staging, schema.STATS_FILE), stats)
     staged = _list_dir(staging)
+    # Publishing: the old manifest goes first, so that from here on a killed run leaves none.
+    if FileSystems.exists(manifest_path):
+      FileSystems.delete([manifest_path])
     # Replace the previous outputs (and staging left by killed runs), then move the new in.
     old = [p for p in _list_dir(output_dir)
            if _is_output_file(os.path.basename(p)) or (

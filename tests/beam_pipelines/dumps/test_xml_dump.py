@@ -89,3 +89,35 @@ class TestIterPages:
     pages = list(xml_dump.iter_pages(str(path), on_error=errors.append))
     assert pages and pages[0].page_id == 1 and len(pages) < 29
     assert len(errors) == 1 and "cut.xml.bz2" in str(errors[0])
+
+
+class TestCheckDumpStart:
+  """What a user may give as --input instead of a dump is refused before any work (issue 14)."""
+
+  @pytest.mark.parametrize("data", [
+      dump(page_xml(1, "Gravel Bay", "Text.")),
+      b"\xef\xbb\xbf<?xml version='1.0' encoding='utf-8'?>\n<!-- export -->\n"
+      + dump(page_xml(1, "Gravel Bay", "Text.")),
+      bz2.compress(dump(page_xml(1, "Gravel Bay", "Text."))),
+      # Multistream layout: the header in a stream of its own, the pages in the next.
+      bz2.compress(b"<mediawiki>\n<siteinfo/>\n") + bz2.compress(page_xml(1, "A", "B.")),
+  ], ids=["plain", "declaration_and_comment", "bz2", "multistream"])
+  def test_exports_with_pages_pass(self, data):
+    xml_dump.check_dump_start(io.BytesIO(data), "dump.xml")
+
+  @pytest.mark.parametrize("data, message", [
+      (b"", "is empty"),
+      (b"\n  \n", "is empty"),
+      (bz2.compress(b""), "is empty"),
+      (__import__("gzip").compress(dump(page_xml(1, "A", "B."))), "is gzip-compressed"),
+      (b'{"title": "Gravel Bay", "text": "A bay."}\n', "holds JSON"),
+      (b"'''Gravel Bay''' is a bay.\n", r"is not XML \(it starts with \"'''Gravel Bay"),
+      (b"{{Infobox bay}}\n'''Gravel Bay'''", "is not XML .*raw wikitext"),
+      (b"<!DOCTYPE html><html><body>Gravel Bay</body></html>", "its first element is <html>"),
+      (b"<mediawiki><siteinfo/></mediawiki>", "holds no <page> before the file ends"),
+      (b"BZh91AY&SYnot really bz2", "cannot be decompressed"),
+  ], ids=["empty", "blank", "empty_bz2", "gzip", "jsonl", "wikitext", "wikitext_template",
+          "html", "no_pages", "corrupt_bz2"])
+  def test_other_files_are_refused_naming_the_file(self, data, message):
+    with pytest.raises(xml_dump.DumpError, match=f"^gravel.xml: {message}"):
+      xml_dump.check_dump_start(io.BytesIO(data), "gravel.xml")

@@ -2,6 +2,7 @@
 
 from apache_beam.options.pipeline_options import DirectOptions
 from apache_beam.options.pipeline_options import StandardOptions
+import pytest
 
 from beam_pipelines.pipelines import beam_io
 
@@ -23,3 +24,37 @@ def test_a_runner_given_is_kept():
                                               "--direct_num_workers=2"])
   assert options.view_as(DirectOptions).direct_running_mode == "multi_processing"
   assert options.view_as(StandardOptions).runner == beam_io.LOCAL_RUNNER
+
+
+# --- flags that are neither the entry point's nor Beam's (issue 14, item 2) ------------------
+
+OWN_FLAGS = ["input", "output_dir", "titles", "redirects_tsv", "descriptions"]
+
+
+@pytest.mark.parametrize("args", [
+    ["--runner=DataflowRunner", "--project=my-project", "--region", "europe-west1",
+     "--temp_location=gs://bucket/tmp", "--staging_location=gs://bucket/staging",
+     "--num_workers=4", "--max_num_workers=8", "--machine_type=n2-standard-4",
+     "--experiments=use_runner_v2", "--sdk_container_image=img", "--save_main_session",
+     "--setup_file=./setup.py", "--job_name=extract"],
+    ["--direct_running_mode=multi_processing", "--direct_num_workers=2"],
+    ["--runner=FlinkRunner", "--flink_master=localhost:8081", "--environment_type=LOOPBACK"],
+    [],
+])
+def test_beam_pipeline_options_pass(args):
+  beam_io.check_pipeline_args(args, OWN_FLAGS)
+  beam_io.default_pipeline_options(args, OWN_FLAGS)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--title=titles.txt.gz"], r"unknown flag\(s\) --title \(did you mean --titles\?\)"),
+    (["--title", "titles.txt.gz"], r"--title \(did you mean --titles\?\)"),
+    (["--redirects=r.tsv"], r"--redirects \(did you mean --redirects_tsv\?\)"),
+    (["--runer=DataflowRunner"], r"--runer \(did you mean --runner\?\)"),
+    (["--direct_num_worker=2"], r"did you mean --direct_num_workers\?"),
+    (["--runner=DirectRunner", "--zzz_unheard_of=1"], r"unknown flag\(s\) --zzz_unheard_of:"),
+    (["dump.xml.bz2"], r"unexpected argument\(s\) dump.xml.bz2"),
+])
+def test_misspelt_flags_are_errors_naming_them(args, message):
+  with pytest.raises(ValueError, match=message):
+    beam_io.default_pipeline_options(args, OWN_FLAGS)

@@ -3,6 +3,8 @@
 import glob
 import json
 import os
+import re
+import shutil
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
@@ -214,7 +216,7 @@ def test_tables_and_stats(run_output, inputs):
   assert manifest["inputs"] == [inputs["dump"]]
 
 
-def test_rerun_replaces_outputs_and_failure_leaves_no_manifest(inputs, tmp_path, monkeypatch):
+def test_rerun_replaces_outputs(inputs, tmp_path):
   out = str(tmp_path / "out")
   extract.run([inputs["dump"]], out, heldout_fraction=0.0)
   first = sorted(os.listdir(out))
@@ -225,17 +227,110 @@ def test_rerun_replaces_outputs_and_failure_leaves_no_manifest(inputs, tmp_path,
   assert "entities-00001-of-00002.tfrecord" in second
   assert "mentions_heldout-00001-of-00002.tfrecord" in second  # empty shards exist too
   assert len(_read_records(out, schema.ENTITIES_PREFIX)) == 6  # no descriptions here
+  assert not [n for n in os.listdir(out) if n.startswith(".")]  # no staging, no owner record
 
-  def broken(*args, **kwargs):
-    raise RuntimeError("disk full")
 
-  monkeypatch.setattr(records, "entity_example", broken)
-  with pytest.raises(Exception, match="disk full"):
-    extract.run([inputs["dump"]], out, heldout_fraction=0.0)
-  assert schema.MANIFEST_FILE not in os.listdir(out)
+# --- a failed run never touches a finished extraction (issue 14, items 1 and 2) ------------
+
+
+def _snapshot(directory):
+  return {name: open(os.path.join(directory, name), "rb").read()
+          for name in sorted(os.listdir(directory))}
+
+
+@pytest.fixture(scope="module")
+def finished(inputs, tmp_path_factory):
+  """A finished extraction (copied into each test's own directory) and odd input files."""
+  out = str(tmp_path_factory.mktemp("finished"))
+  extract.run([inputs["dump"]], out, heldout_fraction=0.0)
+  odd = tmp_path_factory.mktemp("odd")
+  files = {
+      "empty": odd / "empty.xml",
+      "jsonl": odd / "pages.jsonl",
+      "wikitext": odd / "Gull_Sea.txt",
+      "no_pages": odd / "siteinfo-only.xml",
+      "no_entity": odd / "redirects-only.xml",
+  }
+  files["empty"].write_bytes(b"")
+  files["jsonl"].write_text('{"title": "Gull Sea", "text": "A sea."}\n', encoding="utf-8")
+  files["wikitext"].write_text("'''Gull Sea''' is a sea near [[Port Alder]].\n",
+                               encoding="utf-8")
+  files["no_pages"].write_text("<mediawiki><siteinfo><sitename>W</sitename></siteinfo>"
+                               "</mediawiki>\n", encoding="utf-8")
+  files["no_entity"].write_text(
+      "<mediawiki>\n" + _page(1, "Gull Bay", "#REDIRECT [[Gull Sea]]", redirect="Gull Sea")
+      + _page(2, "Talk:Gull Sea", "Chat [[Gull Sea]]", ns=1) + "</mediawiki>\n",
+      encoding="utf-8")
+  return out, {k: str(v) for k, v in files.items()}
+
+
+FAILED_RUNS = [
+    ("typo_in_input_glob", r"--input dump pattern\(s\) match no file: .*dumpp"),
+    ("missing_descriptions", r"--descriptions pattern\(s\) match no file: .*nowhere.jsonl"),
+    ("missing_titles", r"--titles list pattern\(s\) match no file: .*nowhere-titles"),
+    ("missing_redirects", r"--redirects_tsv list pattern\(s\) match no file: .*nowhere.tsv"),
+    ("missing_multistream_index", r"--multistream_index pattern\(s\) match no file"),
+    ("empty_file", "empty.xml: is empty; expected a MediaWiki XML export"),
+    ("jsonl_file", "pages.jsonl: holds JSON"),
+    ("raw_wikitext", "Gull_Sea.txt: is not XML .*raw wikitext"),
+    ("export_without_pages", "siteinfo-only.xml: holds no <page>"),
+    ("dump_as_descriptions", "dump.xml: line 1 is not a description"),
+    ("jsonl_as_titles", "pages.jsonl: line 1 is not a title list"),
+    ("heldout_fraction_above_1", "heldout_fraction must be in"),
+    ("no_entity_after_the_pipeline", "redirects-only.xml holds no entity .*pages_read 2"),
+    ("pipeline_fails", "disk full"),
+]
+
+
+@pytest.mark.parametrize("case, message", FAILED_RUNS, ids=[c for c, _ in FAILED_RUNS])
+def test_failed_run_leaves_the_finished_extraction_as_it_was(finished, inputs, tmp_path,
+                                                            monkeypatch, case, message):
+  # Each bad input (in the words of a user: a typo in a glob, a missing list, an empty file, a
+  # JSON lines or wikitext file given as the dump, ...) is an error naming the file; the
+  # finished extraction already in the output directory keeps every file, MANIFEST.json
+  # included, byte for byte, and no staging directory is left behind.
+  out = str(tmp_path / "out")
+  shutil.copytree(finished[0], out)
+  before = _snapshot(out)
+  odd = finished[1]
+  dump = inputs["dump"]
+  kwargs = {"input_patterns": [dump], "heldout_fraction": 0.0}
+  if case == "typo_in_input_glob":
+    kwargs["input_patterns"] = [dump.replace("dump.xml", "dumpp*.xml")]
+  elif case == "missing_descriptions":
+    kwargs["descriptions"] = str(tmp_path / "nowhere.jsonl")
+  elif case == "missing_titles":
+    kwargs["title_lists"] = [str(tmp_path / "nowhere-titles*.gz")]
+  elif case == "missing_redirects":
+    kwargs["redirect_lists"] = [str(tmp_path / "nowhere.tsv")]
+  elif case == "missing_multistream_index":
+    kwargs["multistream_index"] = str(tmp_path / "nowhere-index.txt.bz2")
+  elif case == "empty_file":
+    kwargs["input_patterns"] = [dump, odd["empty"]]
+  elif case == "jsonl_file":
+    kwargs["input_patterns"] = [odd["jsonl"]]
+  elif case == "raw_wikitext":
+    kwargs["input_patterns"] = [odd["wikitext"]]
+  elif case == "export_without_pages":
+    kwargs["input_patterns"] = [odd["no_pages"]]
+  elif case == "dump_as_descriptions":
+    kwargs["descriptions"] = dump
+  elif case == "jsonl_as_titles":
+    kwargs["title_lists"] = [odd["jsonl"]]
+  elif case == "heldout_fraction_above_1":
+    kwargs["heldout_fraction"] = 1.5
+  elif case == "no_entity_after_the_pipeline":
+    kwargs["input_patterns"] = [odd["no_entity"]]
+  elif case == "pipeline_fails":
+    def broken(*args, **kwargs):
+      raise RuntimeError("disk full")
+    monkeypatch.setattr(records, "entity_example", broken)
+  error = RuntimeError if case == "pipeline_fails" else (FileNotFoundError, ValueError)
+  with pytest.raises(error) as raised:
+    extract.run(output_dir=out, **kwargs)
+  assert re.search(message, str(raised.value)), str(raised.value)
+  assert _snapshot(out) == before
   assert not [n for n in os.listdir(out) if n.startswith(".staging")]
-  with pytest.raises(FileNotFoundError, match="no-such"):
-    extract.run([str(tmp_path / "no-such-*.xml")], out)
 
 
 def test_bad_page_is_skipped_and_counted(tmp_path):
