@@ -26,6 +26,7 @@ import hashlib
 import json
 import logging
 import os
+import socket
 import uuid
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
@@ -57,6 +58,12 @@ MAX_PAGE_CHARS = 20_000_000
 DEFAULT_RANGE_BYTES = 32 << 20
 
 _STAGING_PREFIX = ".staging-"
+# Inside each staging directory: who writes it (host, pid, process start, boot), so that a
+# later run can tell a dead run's staging from a live one's (remove_stale_staging).
+_STAGING_OWNER = ".owner.json"
+# A staging directory whose writer cannot be checked (another host, or no owner record) is
+# removed once its newest file (or its owner's start) is older than this (seconds).
+STALE_STAGING_AGE_S = 24 * 3600
 
 
 def _count(name: str, n: int = 1) -> None:
@@ -611,6 +618,130 @@ def _write_json(path: str, value: Any) -> None:
     f.write((json.dumps(value, indent=2, sort_keys=True) + "\n").encode("utf-8"))
 
 
+def _boot_id() -> Optional[str]:
+  try:
+    with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as f:
+      return f.read().strip()
+  except OSError:
+    return None
+
+
+def _process_start_ticks(pid: int) -> Optional[int]:
+  """Start time of process `pid` in clock ticks since boot (Linux /proc), None if unknown."""
+  try:
+    with open(f"/proc/{pid}/stat", "rb") as f:
+      stat = f.read()
+    return int(stat[stat.rindex(b")") + 2:].split()[19])
+  except (OSError, ValueError, IndexError):
+    return None
+
+
+def staging_owner() -> Dict[str, Any]:
+  """This process as the owner of a staging directory: host, pid, start ticks, boot id, time."""
+  return {"host": socket.gethostname(), "pid": os.getpid(),
+          "start_ticks": _process_start_ticks(os.getpid()), "boot_id": _boot_id(),
+          "started": datetime.datetime.now(datetime.timezone.utc).timestamp()}
+
+
+def owner_alive(owner: Dict[str, Any]) -> Optional[bool]:
+  """Whether the process that wrote a staging owner record still runs.
+
+  Returns:
+    False when it ran on this host and is gone (no such pid, the machine rebooted since, or
+    the pid now belongs to a process started later); True when it still runs; None when it
+    cannot be told (another host).
+  """
+  if owner.get("host") != socket.gethostname():
+    return None
+  boot_id = _boot_id()
+  if owner.get("boot_id") and boot_id and owner["boot_id"] != boot_id:
+    return False
+  pid = int(owner.get("pid", -1))
+  if pid <= 0:
+    return None
+  try:
+    os.kill(pid, 0)
+  except ProcessLookupError:
+    return False
+  except PermissionError:  # alive, another user's
+    pass
+  start = _process_start_ticks(pid)
+  if owner.get("start_ticks") is not None and start is not None and start != owner["start_ticks"]:
+    return False  # the pid was reused
+  return True
+
+
+def _staging_dirs(output_dir: str) -> Dict[str, float]:
+  """The staging directories in `output_dir`: path -> newest modification time (seconds).
+
+  Beam's FileSystems.match lists files only and its '*' never crosses a '/', so a staging
+  directory is found by walking a local `output_dir` (empty ones included), and on other file
+  systems by matching the files under '.staging-*/'.
+  """
+  found: Dict[str, float] = {}
+  if "://" not in output_dir:
+    if not os.path.isdir(output_dir):
+      return found
+    for entry in os.scandir(output_dir):
+      if entry.name.startswith(_STAGING_PREFIX) and entry.is_dir(follow_symlinks=False):
+        newest = entry.stat(follow_symlinks=False).st_mtime
+        for root, _, names in os.walk(entry.path):
+          for name in names:
+            try:
+              newest = max(newest, os.path.getmtime(os.path.join(root, name)))
+            except OSError:
+              pass
+        found[entry.path] = newest
+    return found
+  pattern = FileSystems.join(output_dir, _STAGING_PREFIX + "*/**")
+  base = output_dir.rstrip("/") + "/"
+  for metadata in FileSystems.match([pattern])[0].metadata_list:
+    name = metadata.path[len(base):].split("/", 1)[0]
+    path = base + name
+    found[path] = max(found.get(path, 0.0), metadata.last_updated_in_seconds or 0.0)
+  return found
+
+
+def remove_stale_staging(output_dir: str, now: Optional[float] = None) -> List[str]:
+  """Removes the staging directories of extractions that died (killed, crashed machine).
+
+  A staging directory is stale when its owner record names this host and a process that is
+  gone (owner_alive is False), or, when that cannot be told (another host, or no record: a run
+  of an older version, or one killed before writing it), when its owner started, or else its
+  newest file was written, more than STALE_STAGING_AGE_S ago. A live run's staging directory
+  is kept. Each removal and each kept directory is logged.
+
+  Args:
+    output_dir: an extraction's output directory (any file system).
+    now: the current time (seconds since the epoch), for tests.
+
+  Returns:
+    The removed staging directories.
+  """
+  now = datetime.datetime.now(datetime.timezone.utc).timestamp() if now is None else now
+  removed = []
+  for path, newest in sorted(_staging_dirs(output_dir).items()):
+    owner = None
+    try:
+      with FileSystems.open(FileSystems.join(path, _STAGING_OWNER),
+                            compression_type="uncompressed") as f:
+        owner = json.loads(f.read().decode("utf-8"))
+    except (OSError, ValueError, IOError):  # no record (BeamIOError is an IOError)
+      pass
+    alive = owner_alive(owner) if isinstance(owner, dict) else None
+    age = now - (float(owner.get("started", newest)) if isinstance(owner, dict) else newest)
+    if alive is False or (alive is None and age > STALE_STAGING_AGE_S):
+      why = "its run is gone" if alive is False else f"{age / 3600:.0f} h old"
+      logging.info("Removing the staging directory %s of an earlier extraction (%s).", path, why)
+      FileSystems.delete([path])
+      removed.append(path)
+    else:
+      logging.warning("Keeping the staging directory %s: %s.", path,
+                      "its run is still running" if alive else
+                      f"it may belong to a running extraction ({age / 3600:.1f} h old)")
+  return removed
+
+
 def run(input_patterns: Sequence[str], output_dir: str,
         heldout_fraction: float = DEFAULT_HELDOUT_FRACTION, descriptions: Optional[str] = None,
         pipeline_options: Optional[PipelineOptions] = None, num_shards: Optional[int] = None,
@@ -626,6 +757,8 @@ def run(input_patterns: Sequence[str], output_dir: str,
   outputs replaced by the new files and the new MANIFEST.json written last. So a run that
   fails, at any point before that, leaves a finished extraction in `output_dir` as it was; a
   run killed while it publishes leaves no MANIFEST.json (never a manifest over mixed files).
+  Staging directories left by dead runs are removed first (remove_stale_staging); this run's
+  own holds an owner record (.owner.json: host, pid) that tells later runs whether it lives.
 
   Args:
     input_patterns: file patterns of MediaWiki XML dumps (plain or .bz2).
@@ -660,8 +793,10 @@ def run(input_patterns: Sequence[str], output_dir: str,
     pipeline_options = beam_io.default_pipeline_options()
   if not FileSystems.exists(output_dir):
     FileSystems.mkdirs(output_dir)
+  remove_stale_staging(output_dir)
   staging = FileSystems.join(output_dir, _STAGING_PREFIX + uuid.uuid4().hex[:12])
   FileSystems.mkdirs(staging)
+  _write_json(FileSystems.join(staging, _STAGING_OWNER), staging_owner())
   started = datetime.datetime.now(datetime.timezone.utc)
   try:
     pipeline = beam.Pipeline(options=pipeline_options)
@@ -678,14 +813,12 @@ def run(input_patterns: Sequence[str], output_dir: str,
     stats = beam_io.counters(result, COUNTER_NAMESPACE)
     check_results(stats, input_files, descriptions, title_lists, redirect_lists)
     _write_json(FileSystems.join(staging, schema.STATS_FILE), stats)
-    staged = _list_dir(staging)
+    staged = [p for p in _list_dir(staging) if os.path.basename(p) != _STAGING_OWNER]
     # Publishing: the old manifest goes first, so that from here on a killed run leaves none.
     if FileSystems.exists(manifest_path):
       FileSystems.delete([manifest_path])
-    # Replace the previous outputs (and staging left by killed runs), then move the new in.
-    old = [p for p in _list_dir(output_dir)
-           if _is_output_file(os.path.basename(p)) or (
-               os.path.basename(p).startswith(_STAGING_PREFIX) and p != staging)]
+    # Replace the previous outputs, then move the new in.
+    old = [p for p in _list_dir(output_dir) if _is_output_file(os.path.basename(p))]
     if old:
       FileSystems.delete(old)
     names = [os.path.basename(p) for p in staged]

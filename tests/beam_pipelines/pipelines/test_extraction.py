@@ -5,6 +5,9 @@ import json
 import os
 import re
 import shutil
+import subprocess
+import sys
+import time
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
@@ -331,6 +334,68 @@ def test_failed_run_leaves_the_finished_extraction_as_it_was(finished, inputs, t
   assert re.search(message, str(raised.value)), str(raised.value)
   assert _snapshot(out) == before
   assert not [n for n in os.listdir(out) if n.startswith(".staging")]
+
+
+# --- staging directories of dead runs (issue 14, item 6) ------------------------------------
+
+
+def _staging(out, name, owner=None, age_s=0):
+  path = os.path.join(out, ".staging-" + name)
+  os.makedirs(path)
+  with open(os.path.join(path, "entities-00000-of-00001.tfrecord"), "wb") as f:
+    f.write(b"half written")
+  if owner is not None:
+    with open(os.path.join(path, ".owner.json"), "w", encoding="utf-8") as f:
+      json.dump(owner, f)
+  stamp = time.time() - age_s
+  for p in [os.path.join(path, n) for n in os.listdir(path)] + [path]:
+    os.utime(p, (stamp, stamp))
+  return path
+
+
+def test_stale_staging_of_dead_runs_is_removed_and_live_runs_kept(tmp_path):
+  out = str(tmp_path / "out")
+  os.makedirs(out)
+  finished_run = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                                capture_output=True, text=True, check=True)
+  dead = dict(extract.staging_owner(), pid=int(finished_run.stdout))  # a killed extraction
+  live = extract.staging_owner()  # this process: a run still going
+  day = extract.STALE_STAGING_AGE_S
+  paths = {
+      "dead": _staging(out, "dead", dead),
+      "live": _staging(out, "live", live, age_s=3 * day),
+      "other_host_old": _staging(out, "farold", dict(dead, host="elsewhere",
+                                                     started=time.time() - 2 * day)),
+      "other_host_new": _staging(out, "farnew", dict(dead, host="elsewhere",
+                                                     started=time.time() - 60)),
+      "no_record_old": _staging(out, "legacyold", age_s=2 * day),
+      "no_record_new": _staging(out, "legacynew", age_s=60),
+  }
+  if live["start_ticks"] is not None:  # Linux: a pid now used by a later process
+    paths["reused_pid"] = _staging(out, "reused", dict(live, start_ticks=live["start_ticks"] - 1))
+  empty_old = os.path.join(out, ".staging-emptyold")
+  os.makedirs(empty_old)
+  os.utime(empty_old, (time.time() - 2 * day,) * 2)
+  removed = extract.remove_stale_staging(out)
+  stale = {"dead", "other_host_old", "no_record_old", "reused_pid"}
+  assert set(removed) == {p for name, p in paths.items() if name in stale} | {empty_old}
+  for name in ("live", "other_host_new", "no_record_new"):
+    assert os.path.isdir(paths[name]), name
+
+
+def test_a_run_removes_a_killed_runs_staging_and_publishes(inputs, tmp_path):
+  # An extraction killed (SIGKILL) left its staging directory; the next run into the same
+  # directory removes it and publishes its own outputs.
+  out = str(tmp_path / "out")
+  os.makedirs(out)
+  killed = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+  staging = _staging(out, "killed", dict(extract.staging_owner(), pid=killed.pid))
+  killed.kill()
+  killed.wait()
+  extract.run([inputs["dump"]], out, heldout_fraction=0.0)
+  assert not os.path.exists(staging)
+  assert schema.MANIFEST_FILE in os.listdir(out)
+  assert not [n for n in os.listdir(out) if n.startswith(".")]
 
 
 def test_bad_page_is_skipped_and_counted(tmp_path):
