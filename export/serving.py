@@ -16,20 +16,25 @@ graph, so a serving team loads one directory and needs nothing of this project:
   out["scores"]   # float32 [batch, k]: cosines, decreasing along each row
   out["row_ids"]  # int32 [batch, k]: row ids (line numbers of WS/index/entity_titles.txt)
 
-The four inputs are the mention features of `dense_entity.mention_features.mention_features`
-(tf.string [batch] each). The graph is the mention encoder SavedModel's graph followed by
-`l2_normalize`, one matmul against the entity encodings and `tf.math.top_k`: no custom ops
-beyond tensorflow-text's, no ScaNN. Results equal `EntityRetriever` with the brute-force index
-(same titles; equal scores are ordered by row id in both; scores within float32 rounding).
+The four inputs are the mention features of `dense_entity.kb.mention_features.mention_features`
+(tf.string [batch] each). The search in the graph (`--search`, recorded in the manifest):
+- brute_force: `l2_normalize`, one matmul against the entity encodings and `tf.math.top_k`; no
+  custom ops beyond tensorflow-text's. Results equal `EntityRetriever` with the brute-force index
+  (same titles; equal scores are ordered by row id in both; scores within float32 rounding).
+- ah_tree: ScaNN's TF ops (import `scann.scann_ops.py.scann_ops` before loading), the state read
+  from the saved WS/index/ah_tree (no rebuild) or, without one, built from the encodings.
+- auto (default): brute force up to 1 GiB of float32 encodings, AH+tree above (all of
+  Wikipedia). See `dense_entity.retrieval.serving_model`.
 
 k is fixed at export time (`--k`, default 100; clamped to the number of entities); take a
-prefix of each row for fewer. The entity encodings ([num_entities, dim] float32) and titles are
-variables of the SavedModel, so a paper-size KB (5.7M x 300) stays out of the 2 GiB graph proto.
-A mention whose encoding has zero norm (no cosine is defined; `EntityRetriever` raises for it)
-gets score 0.0 for every entity and the first k row ids.
+prefix of each row for fewer. Encodings, ScaNN state and titles are variables of the
+SavedModel, so a paper-size KB (5.7M x 300) stays out of the 2 GiB graph proto. A mention whose
+encoding has zero norm (no cosine is defined; `EntityRetriever` raises for it) gets score 0.0
+for every entity and the first k row ids.
 
 Usage:
-  python -m export.serving --workspace=WS [--k=100] [--output_dir=WS/export/serving]
+  python -m export.serving --workspace=WS [--k=100] [--search=auto|brute_force|ah_tree]
+      [--output_dir=WS/export/serving]
 
 Writes OUTPUT_DIR (default WS/export/serving) atomically: the SavedModel plus
 `serving_manifest.json` {"model_fingerprint", "k", "num_entities", "encoding_dim", "inputs",
@@ -49,8 +54,10 @@ def main(argv):
   export_dir = FLAGS.export_dir or os.path.join(FLAGS.workspace, "export")
   index_dir = FLAGS.index_dir or os.path.join(FLAGS.workspace, "index")
   output_dir = FLAGS.output_dir or os.path.join(export_dir, serving_model.SERVING_DIR)
-  manifest = serving_model.export_serving_model(export_dir, index_dir, output_dir, FLAGS.k)
-  print(f"{output_dir}: top-{manifest['k']} over {manifest['num_entities']} entities, model "
+  manifest = serving_model.export_serving_model(export_dir, index_dir, output_dir, FLAGS.k,
+                                                search=FLAGS.search)
+  print(f"{output_dir}: top-{manifest['k']} over {manifest['num_entities']} entities "
+        f"({manifest['search']}, from {manifest['entity_source']}), model "
         f"{manifest['model_fingerprint']} (serving {manifest['serving_fingerprint']})")
 
 
@@ -64,6 +71,10 @@ if __name__ == "__main__":
                       "EXPORT_DIR/serving.")
   flags.DEFINE_integer("k", serving_model.DEFAULT_K,
                        "Entities returned per mention (fixed in the graph).")
+  flags.DEFINE_enum("search", "auto", ["auto", serving_model.BRUTE_FORCE, serving_model.AH_TREE],
+                    "Search in the graph: exact brute force, ScaNN AH+tree (read from the saved "
+                    "WS/index/ah_tree when there is one), or auto: brute force up to 1 GiB of "
+                    "float32 encodings, AH+tree above.")
 
   def _check(values):
     return bool(values["workspace"]) or bool(values["export_dir"] and values["index_dir"])
