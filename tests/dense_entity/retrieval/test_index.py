@@ -52,7 +52,7 @@ def test_derive_config_scales_with_n():
   assert config.reorder_num_neighbors == 100
   big = index_lib.derive_config(4_000_000, 64)
   assert (big.num_leaves, big.num_leaves_to_search, big.training_sample_size) == (
-      2000, 200, 250_000)
+      2000, 250, 250_000)  # 12.5% of the leaves
   for n in (1, 2, 7, 50, 255, 1000):
     c = index_lib.derive_config(n, 8)
     assert 1 <= c.num_leaves_to_search <= c.num_leaves <= n
