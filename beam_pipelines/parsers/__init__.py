@@ -4,6 +4,9 @@
                 normalize_target, redirect_target of a page
   wikitext      the wikitext renderer: parse_article -> plain text, links, categories, first
                 paragraph (mwparserfromhell)
+  page_kinds    pages that are no entities (disambiguation pages: __DISAMBIG__, templates,
+                categories, title) and categories that are no features (hidden:
+                __HIDDENCAT__ category pages, maintenance-category names)
   mentions      a rendered article's links -> mentions with their contexts (span, left, right,
                 sentence; paper section 5)
   descriptions  a line of the entity-descriptions JSONL -> (title, text)

@@ -77,6 +77,11 @@ class ParsedArticle:
       <math>, <timeline>, <imagemap>, <includeonly> and the like).
     prose_end: length of the prose part of `text` (characters); == len(text) when no
       non-prose piece holds a mention.
+    switches: behaviour switches written in the page ('__DISAMBIG__', '__HIDDENCAT__',
+      '__NOTOC__', ...), in page order, each once.
+    templates: names of the templates and parser functions the page calls (lower case,
+      single spaces, no 'Template:' prefix; 'formatnum' for '{{formatnum:..}}'), in page
+      order, each once; read by beam_pipelines.parsers.page_kinds.
   """
   text: str
   links: List[Link]
@@ -84,6 +89,8 @@ class ParsedArticle:
   first_paragraph: str
   dropped: Dict[str, int]
   prose_end: int
+  switches: Tuple[str, ...] = ()
+  templates: Tuple[str, ...] = ()
 
 
 # Tags whose contents are not prose. Tables, captions and galleries become pieces of their own
@@ -131,6 +138,39 @@ _CONSTANT_TEMPLATES = {
     "ndash": "\u2013", "mdash": "\u2014", "snd": " \u2013 ", "spaced ndash": " \u2013 ",
     "nbsp": " ", "\u00b7": " \u00b7 ", "middot": "\u00b7", "'": "'", "=": "=",
 }
+# Magic words that render visible text (MediaWiki core parser functions and variables); every
+# other parser function ({{#if:..}}, {{#invoke:..}}, {{#tag:ref|..}}, ...) renders nothing here.
+_CASE_FUNCTIONS = {"lc": str.lower, "uc": str.upper,
+                   "lcfirst": lambda t: t[:1].lower() + t[1:],
+                   "ucfirst": lambda t: t[:1].upper() + t[1:]}
+_TEXT_FUNCTIONS = frozenset(["formatnum"]) | frozenset(_CASE_FUNCTIONS)
+# Other core parser functions, rendered as nothing (as every '{{#...:..}}' one); any other
+# 'X:' before a template's first ':' is a namespace ('{{Template:Birth date|..}}').
+_OTHER_FUNCTIONS = frozenset([
+    "urlencode", "anchorencode", "fullurl", "fullurle", "localurl", "localurle",
+    "canonicalurl", "canonicalurle", "filepath", "int", "ns", "nse", "plural", "grammar",
+    "gender", "padleft", "padright", "formatdate", "dateformat", "displaytitle", "defaultsort",
+    "defaultsortkey", "defaultcategorysort", "subst", "safesubst", "msg", "msgnw", "raw",
+    "language", "bidi", "pagesincategory", "pagesize", "protectionlevel", "special",
+    "speciale", "tag", "noexternallanglinks",
+])
+# Variables (no argument, case-sensitive) that render the page's own title.
+_TITLE_VARIABLES = frozenset(["PAGENAME", "FULLPAGENAME", "BASEPAGENAME", "ROOTPAGENAME",
+                              "SUBPAGENAME", "ARTICLEPAGENAME"])
+# Templates whose visible text is computed from their parameters (_Renderer.computed_template).
+_DATE_TEMPLATES = frozenset([
+    "birth date", "death date", "start date", "end date", "birth date and age",
+    "death date and age", "start date and age", "end date and age", "birth-date", "dob",
+    "bda", "dda",
+])
+_CIRCA_TEMPLATES = frozenset(["circa", "c.", "ca.", "ca"])
+_FRACTION_TEMPLATES = frozenset(["frac", "fraction", "sfrac"])
+_AS_OF_TEMPLATES = frozenset(["as of"])
+_COMPUTED_TEMPLATES = _DATE_TEMPLATES | _CIRCA_TEMPLATES | _FRACTION_TEMPLATES | _AS_OF_TEMPLATES
+_MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August",
+           "September", "October", "November", "December")
+_NUMBER = re.compile(r"^([-+\u2212]?)(\d+)(\.\d+)?$")
+_YES = frozenset(["y", "yes", "1", "true"])
 _LINK_TRAIL = re.compile(r"[a-z]+")  # MediaWiki (en) linktrail: /^([a-z]+)(.*)$/sD
 _BEHAVIOR_SWITCH = re.compile(r"__[A-Z]+__")
 _APOSTROPHES = re.compile(r"'{2,}")
@@ -168,6 +208,67 @@ def pipe_trick(title: str) -> str:
   if stripped != t:
     return stripped.strip()
   return t.split(",", 1)[0].strip()
+
+
+def format_number(text: str, raw: bool = False) -> str:
+  """{{formatnum:..}} as English MediaWiki renders it: '1200' -> '1,200', '-1234567.25' ->
+  '-1,234,567.25'; with `raw` (the 'R' option) separators are removed instead ('1,200' ->
+  '1200'). Text that is not a plain number comes back unchanged."""
+  t = text.strip()
+  if raw:
+    stripped = t.replace(",", "")
+    return stripped if _NUMBER.match(stripped) else t
+  match = _NUMBER.match(t)
+  if not match:
+    return t
+  sign, digits, fraction = match.group(1), match.group(2), match.group(3) or ""
+  head = len(digits) % 3 or 3
+  groups = [digits[:head]] + [digits[i:i + 3] for i in range(head, len(digits), 3)]
+  return sign + ",".join(groups) + fraction
+
+
+def format_date(year: str, month: str = "", day: str = "", day_first: bool = False) -> str:
+  """A date of {{birth date|Y|M|D}} and the like, as English Wikipedia renders it:
+  'January 2, 1950' ('2 January 1950' when `day_first`, df=y), 'January 1950', '1950'.
+
+  Raises:
+    ValueError: a part that is not a number, or out of range.
+  """
+  y = int(year.strip())
+  if not month.strip():
+    return str(y)
+  m = int(month.strip())
+  if not 1 <= m <= 12:
+    raise ValueError(f"month {m}")
+  if not day.strip():
+    return f"{_MONTHS[m - 1]} {y}"
+  d = int(day.strip())
+  if not 1 <= d <= 31:
+    raise ValueError(f"day {d}")
+  return f"{d} {_MONTHS[m - 1]} {y}" if day_first else f"{_MONTHS[m - 1]} {d}, {y}"
+
+
+def _template_name(node) -> str:
+  """A template's name as MediaWiki matches it: '_' as space, single spaces, lower case,
+  'Template:' dropped ('{{Template:Birth_date|..}}' -> 'birth date')."""
+  name = " ".join(str(node.name).replace("_", " ").split()).lower()
+  return name[len("template:"):].strip() if name.startswith("template:") else name
+
+
+def _parser_function(node) -> Optional[Tuple[str, List]]:
+  """('formatnum', argument nodes) for '{{formatnum:1200}}' (the argument is the part of the
+  name after the first ':'); None when the template is not a call of a known parser function
+  (a '#' function, _TEXT_FUNCTIONS, _OTHER_FUNCTIONS, a title variable)."""
+  nodes = list(node.name.nodes) if not isinstance(node.name, str) else []
+  if not nodes or not isinstance(nodes[0], mw_nodes.Text) or ":" not in nodes[0].value:
+    return None
+  function, rest = nodes[0].value.split(":", 1)
+  function = function.strip().lower()
+  if not (function.startswith("#") or function in _TEXT_FUNCTIONS
+          or function in _OTHER_FUNCTIONS or function.upper() in _TITLE_VARIABLES):
+    return None
+  argument = ([mw_nodes.Text(rest)] if rest else []) + nodes[1:]
+  return function, argument
 
 
 class _Emitter:
@@ -395,6 +496,8 @@ class _Renderer:
     self.lead_end: Optional[int] = None
     self.source = SOURCE_PROSE  # where the nodes being walked come from
     self.pending: List[Tuple[str, Sequence]] = []  # (source, nodes) of queued pieces
+    self.switches: Dict[str, None] = {}  # behaviour switches met ('__DISAMBIG__'), in order
+    self.templates: Dict[str, None] = {}  # names of the templates met (_template_name)
 
   def count(self, reason: str, n: int = 1) -> None:
     if n:
@@ -437,6 +540,7 @@ class _Renderer:
     sub.categories = self.categories  # a category inside link text still counts
     sub.pending = self.pending  # so do refs, tables, templates inside link text
     sub.source = self.source
+    sub.switches, sub.templates = self.switches, self.templates
     out = _Emitter()
     sub.walk(code.nodes, out, mentions=False)
     for reason, n in sub.dropped.items():
@@ -452,6 +556,8 @@ class _Renderer:
         if "''" in value:
           value = _APOSTROPHES.sub(_apostrophes, value)
         if "__" in value:
+          for switch in _BEHAVIOR_SWITCH.findall(value):
+            self.switches.setdefault(switch)
           value = _BEHAVIOR_SWITCH.sub("", value)
         if "<" in value:  # an unclosed '<small>' or a stray '</span>' stays text in the tree
           value = _STRAY_TAG.sub(_stray_tag, value)
@@ -506,13 +612,20 @@ class _Renderer:
       The indices (into node.params) of the parameters rendered here ([] for a constant
       template); None for every other template (nothing rendered).
     """
-    name = " ".join(str(node.name).replace("_", " ").split()).lower()
+    name = _template_name(node)
+    function = _parser_function(node)
+    self.templates.setdefault(function[0] if function else name)
+    if function is not None:
+      return self.magic_word(node, function[0], function[1], out)
     if name in _CONSTANT_TEMPLATES:
       out.text(_CONSTANT_TEMPLATES[name])
       return []
+    if str(node.name).strip() in _TITLE_VARIABLES and not node.params:
+      out.text(self.page_title)
+      return []
     rule = _TEXT_TEMPLATES.get(name)
     if rule is None:
-      return None
+      return self.computed_template(node, name, out, mentions)
     positional = [i for i, p in enumerate(node.params) if not p.showkey]
     if rule == "first":
       chosen = positional[:1]
@@ -529,6 +642,78 @@ class _Renderer:
         out.space()
       self.walk(node.params[index].value.nodes, out, mentions)
     return chosen
+
+  def magic_word(self, node, function: str, argument: Sequence,
+                 out: _Emitter) -> Optional[List[int]]:
+    """Renders a parser function that shows text: {{formatnum:..}} (English digit groups;
+    options R and NOSEP), {{lc:..}}, {{uc:..}}, {{lcfirst:..}}, {{ucfirst:..}}, and
+    {{PAGENAME:..}} and the like (their argument). Others ({{#if:..}}, {{#invoke:..}}, ...)
+    render nothing (None). Links in the argument are rendered as text, not mentions."""
+    if function.upper() in _TITLE_VARIABLES:
+      text = self.render_inline(_Nodes(argument))
+    elif function in _TEXT_FUNCTIONS:
+      text = self.render_inline(_Nodes(argument))
+      options = {str(p.value).strip().upper() for p in node.params if not p.showkey}
+      if function == "formatnum":
+        if "NOSEP" not in options:
+          text = format_number(text, raw="R" in options)
+      else:
+        text = _CASE_FUNCTIONS[function](text)
+    else:
+      return None
+    if not text:
+      return None
+    out.text(text)
+    return list(range(len(node.params)))
+
+  def computed_template(self, node, name: str, out: _Emitter,
+                        mentions: bool) -> Optional[List[int]]:
+    """Renders templates whose text is computed from plain parameters: dates ({{birth
+    date|1950|1|2}} -> 'January 2, 1950', df=y -> '2 January 1950'; the '... and age'
+    variants show the first date only, never an age that depends on the day of the run),
+    {{circa|1900}} -> 'c. 1900', {{frac|1|2}} -> '1/2', {{as of|2010|3}} -> 'As of March
+    2010'; an alt= text replaces the computed one and is rendered like prose, links
+    included. None (nothing rendered) for other templates and for parameters that do not
+    parse."""
+    if name not in _COMPUTED_TEMPLATES:
+      return None
+    for index, param in enumerate(node.params):
+      if param.showkey and str(param.name).strip().lower() == "alt":
+        self.walk(param.value.nodes, out, mentions)
+        return [index]
+    positional = [i for i, p in enumerate(node.params) if not p.showkey]
+    named = {str(p.name).strip().lower(): str(p.value).strip()
+             for p in node.params if p.showkey}
+    values = [_clean_inline(self.render_inline(node.params[i].value)) for i in positional]
+    day_first = named.get("df", "").lower() in _YES
+    try:
+      if name in _DATE_TEMPLATES:
+        if not values:
+          return None
+        text = format_date(*(values[:3] + [""] * (3 - len(values[:3]))), day_first=day_first)
+      elif name in _CIRCA_TEMPLATES:
+        text = f"c. {values[0]}" if values and values[0] else "c."
+      elif name in _FRACTION_TEMPLATES:
+        parts = values[:3]
+        if not parts or not all(parts):
+          return None
+        if len(parts) == 1:
+          text = f"1/{parts[0]}"
+        elif len(parts) == 2:
+          text = f"{parts[0]}/{parts[1]}"
+        else:
+          text = f"{parts[0]} {parts[1]}/{parts[2]}"
+      elif name in _AS_OF_TEMPLATES:
+        if not values:
+          return None
+        when = format_date(*(values[:3] + [""] * (3 - len(values[:3]))), day_first=day_first)
+        text = ("as of " if named.get("lc", "").lower() in _YES else "As of ") + when
+      else:
+        return None
+    except ValueError:
+      return None
+    out.text(text)
+    return list(range(len(node.params)))
 
   def defer_template(self, node, rendered: Sequence[int]) -> None:
     """Queues every parameter value of a template (but `rendered` ones) as a piece."""
@@ -701,6 +886,13 @@ class _Renderer:
     return True
 
 
+class _Nodes:
+  """A node list where render_inline expects a Wikicode (it reads `.nodes` only)."""
+
+  def __init__(self, nodes: Sequence):
+    self.nodes = list(nodes)
+
+
 def _count_links(nodes: Sequence) -> int:
   """Number of wikilinks written in `nodes` (any depth)."""
   return sum(str(node).count("[[") for node in nodes if not isinstance(node, _PLAIN_NODES))
@@ -737,6 +929,17 @@ def parse_article(wikitext: str, page_title: str) -> ParsedArticle:
     items are lines of their own; HTML entities are decoded exactly once (a malformed one like
     '&000nbsp;' stays as written) and NBSP becomes a plain space; a few inline templates
     ({{nowrap|..}}, {{lang|..}}, {{convert|..}}, ...) render their visible parameter;
+  - magic words and templates whose text MediaWiki computes are rendered, so that numbers and
+    dates do not vanish from sentences and first paragraphs: {{formatnum:1200}} -> '1,200'
+    (R, NOSEP), {{lc:}}, {{uc:}}, {{lcfirst:}}, {{ucfirst:}}, {{PAGENAME}} and its kin (the
+    page title); {{birth date|1950|1|2}} -> 'January 2, 1950' (df=y: '2 January 1950'; also
+    death/start/end date and their '... and age' forms, date only), {{circa|1900}} -> 'c.
+    1900', {{frac|3|1|2}} -> '3 1/2', {{as of|2010|3}} -> 'As of March 2010' (alt= text and
+    its links instead when given). Other parser functions ({{#if:}}, {{#invoke:}},
+    {{#expr:}}, ...) and {{lang-xx|..}} glosses render nothing;
+  - behaviour switches ('__DISAMBIG__', '__NOTOC__') render nothing and are recorded in
+    `switches`, the names of the templates called in `templates` (parsers.page_kinds reads
+    both to tell disambiguation pages);
   - templates (any nesting), tables, <ref> bodies, File:/Image: captions and <gallery> lines
     leave no trace in the prose (no name, parameter name, attribute or option, no '{{', '|');
     instead, each template parameter value, table cell (header cells and '|+' captions too,
@@ -786,4 +989,5 @@ def parse_article(wikitext: str, page_title: str) -> ParsedArticle:
   renderer.render_pieces(out)
   return ParsedArticle(text=out.value(), links=renderer.links,
                        categories=renderer.categories, first_paragraph=first,
-                       dropped=renderer.dropped, prose_end=prose_end)
+                       dropped=renderer.dropped, prose_end=prose_end,
+                       switches=tuple(renderer.switches), templates=tuple(renderer.templates))

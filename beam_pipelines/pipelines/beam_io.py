@@ -35,7 +35,8 @@ def unknown_pipeline_args(args: Sequence[str]) -> Tuple[List[str], List[str]]:
   PipelineOptions([]).get_all_options(add_extra_args_fn=parsers.append)
   parser = parsers[0]
   _, unknown = parser.parse_known_args(list(args))
-  known = sorted({s for action in parser._actions for s in action.option_strings})  # pylint: disable=protected-access
+  actions = parser._actions  # pylint: disable=protected-access
+  known = sorted({s for action in actions for s in action.option_strings})
   return unknown, known
 
 

@@ -41,6 +41,7 @@ from beam_pipelines.dumps import xml_dump
 from beam_pipelines.parsers import descriptions as descriptions_lib
 from beam_pipelines.parsers import mentions as mentions_lib
 from beam_pipelines.parsers import namespaces
+from beam_pipelines.parsers import page_kinds
 from beam_pipelines.parsers import records
 from beam_pipelines.parsers import title_lists as title_lists_lib
 from beam_pipelines.parsers import wikitext
@@ -58,6 +59,8 @@ MAX_PAGE_CHARS = 20_000_000
 DEFAULT_RANGE_BYTES = 32 << 20
 
 _STAGING_PREFIX = ".staging-"
+# MediaWiki's category namespace number (<ns>14</ns>) in every language.
+CATEGORY_NAMESPACE = 14
 # Inside each staging directory: who writes it (host, pid, process start, boot), so that a
 # later run can tell a dead run's staging from a live one's (remove_stale_staging).
 _STAGING_OWNER = ".owner.json"
@@ -205,17 +208,26 @@ def pick_page(key_pages: Tuple[Tuple[int, str], Iterable[xml_dump.Page]]) -> xml
 
 
 class ParsePageFn(beam.DoFn):
-  """Page -> tagged outputs: 'redirect' (title, target), 'article' (title, ArticleTuple) and
-  'mention' (raw target, MentionTuple), the main output.
+  """Page -> tagged outputs: 'redirect' (title, target), 'article' (title, ArticleTuple),
+  'disambiguation' (title), 'category' (category name, hidden) and 'mention' (raw target,
+  MentionTuple), the main output.
 
-  Only namespace-0 pages (from the <ns> tag) are used. The article is rendered by
-  parsers.wikitext.parse_article; its mentions and their features come from
-  parsers.mentions.article_mentions (dense_entity.kb.mention_features over the article's plain
-  text, sentence spans computed once). Here: the counters, and the page's routing by kind.
+  Namespace-0 pages (from the <ns> tag) are articles, redirects or disambiguation pages.
+  An article is rendered by parsers.wikitext.parse_article; its mentions and their features
+  come from parsers.mentions.article_mentions (dense_entity.kb.mention_features over the
+  article's plain text, sentence spans computed once). A disambiguation page
+  (parsers.page_kinds.disambiguation_reason: '__DISAMBIG__', a disambiguation template or
+  category, a '(disambiguation)' title) gives no article and no mention: its title goes to
+  the KB merge as a non-entity, its links are counted ('links_dropped_disambiguation_page').
+  Category pages (namespace 14) give (name, True) when they hide their category
+  (page_kinds.hidden_category_page) and (name, False) when a visible category has a
+  maintenance-like name, for DropHiddenCategories. Here: the counters, and the routing.
   """
 
   REDIRECT = "redirect"
   ARTICLE = "article"
+  DISAMBIGUATION = "disambiguation"
+  CATEGORY = "category"
 
   def __init__(self, max_page_chars: int = MAX_PAGE_CHARS):
     super().__init__()
@@ -224,6 +236,8 @@ class ParsePageFn(beam.DoFn):
   def process(self, page: xml_dump.Page):
     if page.ns != 0:
       _count("pages_other_namespace")
+      if page.ns == CATEGORY_NAMESPACE:
+        yield from self._category(page)
       return
     title = titles.normalize_title(page.title)
     if not title:
@@ -246,9 +260,17 @@ class ParsePageFn(beam.DoFn):
       return
     try:
       parsed = wikitext.parse_article(page.text, page.title)
-      mentions = mentions_lib.article_mentions(parsed, page.page_id, title)
+      disambiguation = page_kinds.disambiguation_reason(parsed, title)
+      mentions = [] if disambiguation else mentions_lib.article_mentions(
+          parsed, page.page_id, title)
     except Exception as e:  # pylint: disable=broad-except
       self._report(page, e)
+      return
+    if disambiguation:
+      _count("pages_disambiguation")
+      _count(f"pages_disambiguation_by_{disambiguation}")
+      _count("links_dropped_disambiguation_page", len(parsed.links))
+      yield beam.pvalue.TaggedOutput(self.DISAMBIGUATION, title)
       return
     _count("articles")
     for reason, n in sorted(parsed.dropped.items()):
@@ -261,11 +283,61 @@ class ParsePageFn(beam.DoFn):
         self.ARTICLE, (title, (page.page_id, parsed.first_paragraph, tuple(parsed.categories))))
     yield from mentions
 
+  def _category(self, page: xml_dump.Page):
+    """(category name, hidden) of a category page that hides its category or whose name
+    looks like a maintenance category's (page_kinds.is_maintenance_category)."""
+    kind, rest, _ = namespaces.classify_title(page.title)
+    if kind != namespaces.CATEGORY:  # a prefix not in namespaces.CATEGORY_NAMESPACES
+      rest = page.title.split(":", 1)[-1]
+    name = namespaces.normalize_target(rest)
+    if not name:
+      return
+    try:
+      hidden = page_kinds.hidden_category_page(page.text)
+    except Exception as e:  # pylint: disable=broad-except
+      self._report(page, e)
+      return
+    if hidden:
+      _count("category_pages_hidden")
+      yield beam.pvalue.TaggedOutput(self.CATEGORY, (name, True))
+    elif page_kinds.is_maintenance_category(name):
+      _count("category_pages_maintenance_named_visible")
+      yield beam.pvalue.TaggedOutput(self.CATEGORY, (name, False))
+
   @staticmethod
   def _report(page: xml_dump.Page, reason) -> None:
     logging.error("Skipped page: file %s, page id %d (%r): %s", page.source or "?",
                   page.page_id, page.title, reason)
     _count("pages_failed")
+
+
+def drop_hidden_categories(article: Tuple[str, records.ArticleTuple],
+                           category_pages: Dict[str, bool]) -> Tuple[str, records.ArticleTuple]:
+  """(title, ArticleTuple) -> the same without its hidden categories.
+
+  A category is hidden when the dump holds its page and that page hides it
+  (`category_pages[name]` True), or, when the dump holds no such page, when its name is a
+  standard maintenance category's (page_kinds.is_maintenance_category). Counted
+  'categories_dropped_hidden_by_page' and 'categories_dropped_hidden_by_name'.
+
+  Args:
+    article: (title, (page_id, first_paragraph, categories)).
+    category_pages: category name -> hidden, for the category pages of the dump that hide
+      their category or have a maintenance-like name (ParsePageFn 'category' output).
+  """
+  title, (page_id, first_paragraph, categories) = article
+  kept = []
+  for name in categories:
+    by_page = category_pages.get(name)
+    if by_page:
+      _count("categories_dropped_hidden_by_page")
+    elif by_page is None and page_kinds.is_maintenance_category(name):
+      _count("categories_dropped_hidden_by_name")
+    else:
+      kept.append(name)
+  if len(kept) == len(categories):
+    return article
+  return title, (page_id, first_paragraph, tuple(kept))
 
 
 def parse_description(line: str) -> Iterator[Tuple[str, str]]:
@@ -325,9 +397,17 @@ class ExtractWikipedia(beam.PTransform):
              | "PickPage" >> beam.Map(pick_page))
     parsed = pages | "ParsePages" >> beam.ParDo(
         ParsePageFn(self._max_page_chars)).with_outputs(
-            ParsePageFn.REDIRECT, ParsePageFn.ARTICLE, main="mention")
-    sources = {"articles": parsed[ParsePageFn.ARTICLE],
+            ParsePageFn.REDIRECT, ParsePageFn.ARTICLE, ParsePageFn.DISAMBIGUATION,
+            ParsePageFn.CATEGORY, main="mention")
+    # Hidden categories: the dump's category pages decide where it has them (one flag per
+    # name, hidden if any page says so), the maintenance-name patterns elsewhere.
+    category_pages = (parsed[ParsePageFn.CATEGORY]
+                      | "OneFlagPerCategory" >> beam.CombinePerKey(any))
+    articles = parsed[ParsePageFn.ARTICLE] | "DropHiddenCategories" >> beam.Map(
+        drop_hidden_categories, beam.pvalue.AsDict(category_pages))
+    sources = {"articles": articles,
                "redirects": parsed[ParsePageFn.REDIRECT],
+               "disambiguations": parsed[ParsePageFn.DISAMBIGUATION],
                "descriptions": descriptions, "mentions": parsed["mention"]}
     if title_list is not None:
       sources["titles"] = title_list

@@ -21,7 +21,10 @@ one entity. Every step below is a join or a per-key function, with no single-wor
    keeps the dump's capitalisation and accents where it has them); text from the article, else
    the description; categories from the article. Keys of several articles keep the one with the
    longest text (counted as a collision).
-4. Not entities (each counted): titles ending in ' (disambiguation)', and title-only entries
+4. Not entities (each counted): disambiguation pages of the dumps (parsers.page_kinds: by
+   '__DISAMBIG__', template, category or title; 'not_entities_disambiguation_page', with the
+   mentions linking to them, 'mentions_dropped_disambiguation_page', and the redirects to
+   them), titles ending in ' (disambiguation)', and title-only entries
    (only listed: no page, link or description) that look like disambiguation pages or unlisted
    redirects, which would otherwise match mention spans exactly ('Georgia', 'AFP', 'U.S.'):
    - by Wikipedia's naming rule for disambiguation (WP:DAB): a base title 'X' with entities
@@ -60,10 +63,11 @@ REDIRECT_ROUNDS = 3
 ARTICLE, DESCRIPTION, MENTION, LISTED, ALIAS, ANCHOR, NOT_ENTITY, PRIMARY_TOPIC = (
     "article", "description", "mention", "listed", "alias", "anchor", "not_entity",
     "primary_topic")
+DISAMBIGUATION = "disambiguation"  # a disambiguation page of a dump
 
 # Counter prefix of each tag ('mentions_dropped_redirect_loop', ...).
 _COUNTER_PREFIX = {ARTICLE: "articles", DESCRIPTION: "descriptions", MENTION: "mentions",
-                   LISTED: "titles_listed"}
+                   LISTED: "titles_listed", DISAMBIGUATION: "disambiguation_pages"}
 
 _QUALIFIED = re.compile(r"^(.*\S) \(([^()]*)\)$")
 
@@ -247,6 +251,13 @@ class BuildEntityFn(beam.DoFn):
     if not (articles or descriptions or mentions or listed):
       _count("redirects_to_missing_page", len(aliases))
       return
+    if by_tag[DISAMBIGUATION] and not articles:
+      # A disambiguation page of a dump: a list of other entities, not one (links to it are
+      # links that editors still have to point at the right entity).
+      _count("not_entities_disambiguation_page")
+      _count("mentions_dropped_disambiguation_page", len(mentions))
+      _count("redirects_to_missing_page", len(aliases))
+      return
     if split_qualifier(key)[1] == DISAMBIGUATION_QUALIFIER:
       _count("not_entities_disambiguation_page_by_title")
       _count("mentions_dropped_disambiguation_page", len(mentions))
@@ -311,6 +322,7 @@ class MergeKnowledgeBase(beam.PTransform):
   Input: a dict of PCollections (absent keys are empty):
     'articles': (title, ArticleTuple) of dump pages;
     'redirects': (title, target title) of dump redirect pages;
+    'disambiguations': title of dump disambiguation pages (never entities);
     'descriptions': (title, text);
     'mentions': (link target title, MentionTuple);
     'titles': title, from title lists;
@@ -324,8 +336,8 @@ class MergeKnowledgeBase(beam.PTransform):
   def expand(self, inputs):
     pipeline = next(iter(inputs.values())).pipeline
     sources = {name: inputs[name] if name in inputs else pipeline | f"No_{name}" >> beam.Create([])
-               for name in ("articles", "redirects", "descriptions", "mentions", "titles",
-                            "title_redirects")}
+               for name in ("articles", "redirects", "disambiguations", "descriptions",
+                            "mentions", "titles", "title_redirects")}
     get = sources.__getitem__
     key = titles.match_key
     edges = ((get("redirects")
@@ -335,7 +347,10 @@ class MergeKnowledgeBase(beam.PTransform):
              | "AllEdges" >> beam.Flatten()
              | "GroupEdges" >> beam.GroupByKey()
              | "PickEdge" >> beam.FlatMap(pick_edge))
-    article_keys = get("articles") | "ArticleKeys" >> beam.Map(lambda kv: (key(kv[0]), None))
+    article_keys = ((get("articles") | "ArticleKeys" >> beam.Map(lambda kv: (key(kv[0]), None)),
+                     get("disambiguations") | "DisambiguationKeys" >> beam.Map(
+                         lambda t: (key(t), None)))
+                    | "PageKeys" >> beam.Flatten())
     edges = ({"edge": edges, "article": article_keys}
              | "JoinEdgesArticles" >> beam.CoGroupByKey()
              | "DropArticleEdges" >> beam.FlatMap(drop_edges_of_articles))
@@ -349,6 +364,8 @@ class MergeKnowledgeBase(beam.PTransform):
         get("mentions") | "TagMentions" >> beam.Map(
             lambda kv: (key(kv[0]), (MENTION, kv[0], kv[1]))),
         get("titles") | "TagTitles" >> beam.Map(lambda t: (key(t), (LISTED, t, None))),
+        get("disambiguations") | "TagDisambiguations" >> beam.Map(
+            lambda t: (key(t), (DISAMBIGUATION, t, None))),
     ) | "AllValues" >> beam.Flatten()
     resolved = ({"value": values, "redirect": finals}
                 | "JoinValuesRedirects" >> beam.CoGroupByKey()

@@ -408,3 +408,52 @@ def test_wikitext_corpus_has_no_residue():
     non_prose += sum(1 for link in article.links if link.source != "prose")
   assert total_links > 7000 and non_prose > 1000, (total_links, non_prose)
 
+
+
+class TestMagicWordsAndComputedTemplates:
+  """Text that MediaWiki computes from markup stays in the sentence (issue 14, item 3)."""
+
+  @pytest.mark.parametrize("markup, shown", [
+      ("{{formatnum:1200}}", "1,200"),
+      ("{{formatnum: -1234567.25}}", "-1,234,567.25"),
+      ("{{formatnum:1,200|R}}", "1200"),
+      ("{{formatnum:1200|NOSEP}}", "1200"),
+      ("{{formatnum:many}}", "many"),
+      ("{{uc:ore}} {{lc:ORE}} {{ucfirst:ore}} {{lcfirst:Ore}}", "ORE ore Ore ore"),
+      ("{{PAGENAME}}", "Ore Valley"),
+      ("{{birth date|1950|1|2}}", "January 2, 1950"),
+      ("{{Birth date|1950|1|2|df=y}}", "2 January 1950"),
+      ("{{death date and age|2010|3|4|1950|1|2}}", "March 4, 2010"),
+      ("{{start date|1998|7}}", "July 1998"),
+      ("{{circa|1900}}", "c. 1900"),
+      ("{{frac|3|1|2}}", "3 1/2"),
+      ("{{as of|2010|3}}", "As of March 2010"),
+      ("{{nowrap|400 km}}", "400 km"),
+      ("{{convert|1200|m|ft}}", "1200 m"),
+      ("{{lang|fr|vallée}}", "vallée"),
+  ])
+  def test_shown_text_stays(self, markup, shown):
+    article = wikitext.parse_article(f"'''Ore Valley''' has {markup} here.", "Ore Valley")
+    assert article.text == f"Ore Valley has {shown} here."
+    assert article.first_paragraph == article.text
+
+  @pytest.mark.parametrize("markup", [
+      "{{#if:x|y|z}}", "{{#invoke:Ore|main}}", "{{formatnum:{{#expr:2+2}}}}",
+      "{{birth date|1950|13|2}}", "{{frac}}", "{{DEFAULTSORT:Valley, Ore}}",
+  ])
+  def test_uncomputable_ones_render_nothing(self, markup):
+    assert wikitext.parse_article(f"Ore {markup} here.", "Ore").text == "Ore here."
+
+  def test_as_of_alt_text_keeps_its_link_as_a_mention(self):
+    article = wikitext.parse_article(
+        "{{As of|2011|alt=In [[Norland Census 2011|2011]]}}, the valley had 300 people.",
+        "Ore Valley")
+    assert article.text == "In 2011, the valley had 300 people."
+    assert [(l.anchor, l.target) for l in article.links] == [("2011", "Norland Census 2011")]
+    check_offsets(article)
+
+  def test_switches_and_templates_are_recorded(self):
+    article = wikitext.parse_article(
+        "__NOTOC__ A [[b]] {{Disambiguation|geo}} {{formatnum:1}} __DISAMBIG__", "A")
+    assert article.switches == ("__NOTOC__", "__DISAMBIG__")
+    assert article.templates == ("disambiguation", "formatnum")

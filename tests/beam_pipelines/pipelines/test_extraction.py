@@ -398,6 +398,64 @@ def test_a_run_removes_a_killed_runs_staging_and_publishes(inputs, tmp_path):
   assert not [n for n in os.listdir(out) if n.startswith(".")]
 
 
+# --- disambiguation pages and hidden categories (issue 14, item 3) --------------------------
+
+ORE_VALLEY = """'''Ore Valley''' has {{formatnum:1200}} people on the [[Ore Fork]] and the [[Gull]].
+It lies below [[Mount Birch]].
+[[Category:Valleys of Norland]]
+[[Category:All articles with dead external links]]
+[[Category:Articles with short description]]
+[[Category:Wikipedia articles needing clarification from May 2020]]
+[[Category:Ore maintenance]]
+[[Category:Pages with ore]]"""
+
+ORE_FORK = """'''Ore Fork''' may refer to:
+* [[Ore Fork (river)]], a river
+* [[Ore Fork (town)]], a town
+{{disambiguation|geo}}"""
+
+
+def test_disambiguation_pages_and_hidden_categories(tmp_path):
+  # A dump with a disambiguation page by template ('Ore Fork') and one by the magic word
+  # ('Gull'), an article linking to both and listing hidden maintenance categories, a category
+  # page that hides its category and one with a maintenance-like name that does not.
+  dump = tmp_path / "dump.xml"
+  dump.write_text(
+      "<mediawiki>\n"
+      + _page(1, "Ore Valley", ORE_VALLEY)
+      + _page(2, "Ore Fork", ORE_FORK)
+      + _page(3, "Gull", "__DISAMBIG__\n'''Gull''' may be [[Gull Sea]] or [[Gull Point]].")
+      + _page(4, "Category:Ore maintenance", "{{Hidden category}}", ns=14)
+      + _page(5, "Category:Pages with ore", "Pages about ore.", ns=14)
+      + _page(6, "Mount Birch", "'''Mount Birch''' is a hill above [[Ore Valley]].")
+      + "</mediawiki>\n", encoding="utf-8")
+  out = str(tmp_path / "out")
+  stats = extract.run([str(dump)], out, heldout_fraction=0.0)
+  entities = {e[schema.ENTITY_TITLE][0]: _single(e)
+              for e in _read_records(out, schema.ENTITIES_PREFIX)}
+  # Disambiguation pages are no entities, their link lists no mentions, links to them dropped.
+  assert sorted(entities) == ["Mount Birch", "Ore Valley"]
+  mentions = [_single(m) for m in _read_records(out, schema.TRAIN_MENTIONS_PREFIX)]
+  assert sorted((m[schema.SOURCE_PAGE], m[schema.ENTITY_TITLE]) for m in mentions) == [
+      ("Mount Birch", "Ore Valley"), ("Ore Valley", "Mount Birch")]
+  assert stats["pages_disambiguation"] == 2
+  assert stats["pages_disambiguation_by_template"] == 1
+  assert stats["pages_disambiguation_by_switch"] == 1
+  assert stats["links_dropped_disambiguation_page"] == 4
+  assert stats["not_entities_disambiguation_page"] == 2
+  assert stats["mentions_dropped_disambiguation_page"] == 2
+  # Hidden categories: by the dump's category page where it has one, else by name.
+  assert entities["Ore Valley"][schema.ENTITY_CATEGORIES] == ["Valleys of Norland",
+                                                              "Pages with ore"]
+  assert stats["category_pages_hidden"] == 1
+  assert stats["category_pages_maintenance_named_visible"] == 1
+  assert stats["categories_dropped_hidden_by_page"] == 1
+  assert stats["categories_dropped_hidden_by_name"] == 3
+  # The number written with a magic word stays in the entity's first paragraph.
+  assert entities["Ore Valley"][schema.ENTITY_TEXT].startswith(
+      "Ore Valley has 1,200 people on the Ore Fork and the Gull.")
+
+
 def test_bad_page_is_skipped_and_counted(tmp_path):
   good = _page(1, "Birch Cove", "'''Birch Cove''' faces [[Ore Bay]].")
   bad = "  <page><title>Bad</title><ns>0</ns><id>2</id><revision><text>a < b</text>" \
