@@ -876,9 +876,9 @@ def run(input_patterns: Sequence[str], output_dir: str,
   remove_stale_staging(output_dir)
   staging = FileSystems.join(output_dir, _STAGING_PREFIX + uuid.uuid4().hex[:12])
   FileSystems.mkdirs(staging)
-  _write_json(FileSystems.join(staging, _STAGING_OWNER), staging_owner())
   started = datetime.datetime.now(datetime.timezone.utc)
   try:
+    _write_json(FileSystems.join(staging, _STAGING_OWNER), staging_owner())
     pipeline = beam.Pipeline(options=pipeline_options)
     build_pipeline(pipeline, list(input_patterns), staging, heldout_fraction=heldout_fraction,
                    descriptions=descriptions, num_shards=num_shards,
