@@ -63,7 +63,7 @@ _STAGING_PREFIX = ".staging-"
 CATEGORY_NAMESPACE = 14
 # Inside each staging directory: who writes it (host, pid, process start, boot), so that a
 # later run can tell a dead run's staging from a live one's (remove_stale_staging).
-_STAGING_OWNER = ".owner.json"
+STAGING_OWNER_FILE = ".owner.json"
 # A staging directory whose writer cannot be checked (another host, or no owner record) is
 # removed once its newest file (or its owner's start) is older than this (seconds).
 STALE_STAGING_AGE_S = 24 * 3600
@@ -751,7 +751,12 @@ def owner_alive(owner: Dict[str, Any]) -> Optional[bool]:
   return True
 
 
-def _staging_dirs(output_dir: str) -> Dict[str, float]:
+def write_staging_owner(staging: str) -> None:
+  """Writes this process's owner record (staging_owner) into a staging directory."""
+  _write_json(FileSystems.join(staging, STAGING_OWNER_FILE), staging_owner())
+
+
+def _staging_dirs(output_dir: str, prefix: str = _STAGING_PREFIX) -> Dict[str, float]:
   """The staging directories in `output_dir`: path -> newest modification time (seconds).
 
   Beam's FileSystems.match lists files only and its '*' never crosses a '/', so a staging
@@ -763,7 +768,7 @@ def _staging_dirs(output_dir: str) -> Dict[str, float]:
     if not os.path.isdir(output_dir):
       return found
     for entry in os.scandir(output_dir):
-      if entry.name.startswith(_STAGING_PREFIX) and entry.is_dir(follow_symlinks=False):
+      if entry.name.startswith(prefix) and entry.is_dir(follow_symlinks=False):
         newest = entry.stat(follow_symlinks=False).st_mtime
         for root, _, names in os.walk(entry.path):
           for name in names:
@@ -773,7 +778,7 @@ def _staging_dirs(output_dir: str) -> Dict[str, float]:
               pass
         found[entry.path] = newest
     return found
-  pattern = FileSystems.join(output_dir, _STAGING_PREFIX + "*/**")
+  pattern = FileSystems.join(output_dir, prefix + "*/**")
   base = output_dir.rstrip("/") + "/"
   for metadata in FileSystems.match([pattern])[0].metadata_list:
     name = metadata.path[len(base):].split("/", 1)[0]
@@ -782,7 +787,8 @@ def _staging_dirs(output_dir: str) -> Dict[str, float]:
   return found
 
 
-def remove_stale_staging(output_dir: str, now: Optional[float] = None) -> List[str]:
+def remove_stale_staging(output_dir: str, now: Optional[float] = None,
+                         prefix: str = _STAGING_PREFIX) -> List[str]:
   """Removes the staging directories of extractions that died (killed, crashed machine).
 
   A staging directory is stale when its owner record names this host and a process that is
@@ -792,18 +798,20 @@ def remove_stale_staging(output_dir: str, now: Optional[float] = None) -> List[s
   is kept. Each removal and each kept directory is logged.
 
   Args:
-    output_dir: an extraction's output directory (any file system).
+    output_dir: an extraction's output directory (any file system), or the directory that
+      holds the staging directories of another job (mining: the output's parent).
     now: the current time (seconds since the epoch), for tests.
+    prefix: the staging directories' name prefix ('.staging-'; mining: '.staging-NAME-').
 
   Returns:
     The removed staging directories.
   """
   now = datetime.datetime.now(datetime.timezone.utc).timestamp() if now is None else now
   removed = []
-  for path, newest in sorted(_staging_dirs(output_dir).items()):
+  for path, newest in sorted(_staging_dirs(output_dir, prefix).items()):
     owner = None
     try:
-      with FileSystems.open(FileSystems.join(path, _STAGING_OWNER),
+      with FileSystems.open(FileSystems.join(path, STAGING_OWNER_FILE),
                             compression_type="uncompressed") as f:
         owner = json.loads(f.read().decode("utf-8"))
     except (OSError, ValueError, IOError):  # no record (BeamIOError is an IOError)
@@ -878,7 +886,7 @@ def run(input_patterns: Sequence[str], output_dir: str,
   FileSystems.mkdirs(staging)
   started = datetime.datetime.now(datetime.timezone.utc)
   try:
-    _write_json(FileSystems.join(staging, _STAGING_OWNER), staging_owner())
+    write_staging_owner(staging)
     pipeline = beam.Pipeline(options=pipeline_options)
     build_pipeline(pipeline, list(input_patterns), staging, heldout_fraction=heldout_fraction,
                    descriptions=descriptions, num_shards=num_shards,
@@ -893,7 +901,7 @@ def run(input_patterns: Sequence[str], output_dir: str,
     stats = beam_io.counters(result, COUNTER_NAMESPACE)
     check_results(stats, input_files, descriptions, title_lists, redirect_lists)
     _write_json(FileSystems.join(staging, schema.STATS_FILE), stats)
-    staged = [p for p in _list_dir(staging) if os.path.basename(p) != _STAGING_OWNER]
+    staged = [p for p in _list_dir(staging) if os.path.basename(p) != STAGING_OWNER_FILE]
     # Publishing: the old manifest goes first, so that from here on a killed run leaves none.
     if FileSystems.exists(manifest_path):
       FileSystems.delete([manifest_path])

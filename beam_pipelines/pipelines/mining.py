@@ -29,6 +29,7 @@ from apache_beam.metrics.metric import Metrics, MetricsFilter
 import tensorflow as tf
 
 from beam_pipelines.pipelines import beam_io
+from beam_pipelines.pipelines import extraction
 from dense_entity.common import fileio
 from dense_entity.kb import schema
 from dense_entity.kb.titles import resolve_redirect
@@ -265,9 +266,13 @@ def run(export_dir: str, index_dir: str, extract_dir: str, output_dir: str, roun
   output_dir = os.path.abspath(output_dir)
   parent = os.path.dirname(output_dir)
   os.makedirs(parent, exist_ok=True)
-  staging = os.path.join(parent, f".staging-{os.path.basename(output_dir)}-{uuid.uuid4().hex[:8]}")
+  # Staging directories of this output left by killed rounds (extraction.remove_stale_staging).
+  prefix = f".staging-{os.path.basename(output_dir)}-"
+  extraction.remove_stale_staging(parent, prefix=prefix)
+  staging = os.path.join(parent, f"{prefix}{uuid.uuid4().hex[:8]}")
   os.makedirs(staging)
   try:
+    extraction.write_staging_owner(staging)
     options = pipeline_options or beam_io.default_pipeline_options([])
     pipeline = beam.Pipeline(options=options)
     build_pipeline(pipeline, export_dir, index_dir, extract_dir, staging, round_, previous_dir,
@@ -287,6 +292,7 @@ def run(export_dir: str, index_dir: str, extract_dir: str, output_dir: str, roun
     with open(os.path.join(staging, schema.MANIFEST_FILE), "w") as f:
       json.dump({"round": round_, "pairs": pairs, "export_dir": os.path.abspath(export_dir),
                  "previous_dir": previous_dir, "k": k}, f, indent=2, sort_keys=True)
+    os.remove(os.path.join(staging, extraction.STAGING_OWNER_FILE))
     fileio.replace_directory(staging, output_dir)
   except BaseException:
     shutil.rmtree(staging, ignore_errors=True)

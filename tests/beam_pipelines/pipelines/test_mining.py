@@ -2,11 +2,14 @@
 
 import json
 import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
+from beam_pipelines.pipelines import extraction
 from beam_pipelines.pipelines import mining
 from dense_entity.modeling import config
 from dense_entity.modeling import models
@@ -85,7 +88,17 @@ def _pairs(directory):
 def test_mining_rounds_append_and_deduplicate(tiny_workspace):
   root = tiny_workspace
   args = (str(root / "export"), str(root / "index"), str(root / "extract"))
+  # A round killed earlier (its process gone) left its staging directory: removed by this one
+  # (issue 14, item 6), as is the owner record of this round's own staging.
+  killed = root / "neg" / ".staging-round_1-deadbeef"
+  killed.mkdir(parents=True)
+  finished = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                            capture_output=True, text=True, check=True)
+  (killed / extraction.STAGING_OWNER_FILE).write_text(json.dumps(
+      dict(extraction.staging_owner(), pid=int(finished.stdout))))
   stats1 = mining.run(*args, str(root / "neg" / "round_1"), 1)
+  assert not killed.exists()
+  assert not (root / "neg" / "round_1" / extraction.STAGING_OWNER_FILE).exists()
   pairs1 = _pairs(str(root / "neg" / "round_1"))
   # A random model ranks most golds below others: every train mention is mined.
   assert stats1["mentions_mined"] == len(testutil.MENTIONS) * 4
