@@ -27,7 +27,7 @@ The four inputs are the mention features of `dense_entity.kb.mention_features`
   variable searched by a 3.4 GB read per query): ScaNN's TensorFlow ops, AH + tree with int8
   reordering (index.derive_config parameters), whose state (int8 vectors, codes, tree) is
   variables of the SavedModel; the searcher is built from them on the first call (a fraction
-  of a second) and kept. Loading needs ScaNN's ops registered first (the import above). The
+  of a second for a small KB, 14 s for 5.7M rows) and kept. Loading needs ScaNN's ops registered first (the import above). The
   state is read from the workspace's saved 'ah_tree' index when there is one (the index that
   `evaluate` and `link` search, less SOAR's spilled assignments, which the TF ops do not take:
   3x the leaves are scanned instead; index.ScannIndex.tf_state_arrays), else a searcher is
