@@ -19,6 +19,7 @@ as the dense model.
 """
 
 import collections
+import logging
 import re
 from typing import Dict, Iterable, List, Mapping, Optional, Tuple
 
@@ -26,6 +27,10 @@ import bm25s
 import numpy as np
 
 from dense_entity.kb.titles import alias_key, fold_text, normalize_title, resolve_redirect
+
+# bm25s sets its own logger to DEBUG, so every BM25 build printed 'DEBUG:bm25s:Building index
+# from tokens' through the entry points' log handler; its warnings still show.
+logging.getLogger("bm25s").setLevel(logging.WARNING)
 
 # Count given to a title or redirect title as an alias of its entity (AT-Prior+TR).
 TITLE_ALIAS_COUNT = 1
