@@ -311,9 +311,20 @@ class _ScratchMatrix:
   """
 
   def __init__(self, shape: Tuple[int, int]):
+    """Raises OSError naming the directory when the disk cannot hold the file (the space is
+    reserved up front: writing a memory map of a sparse file on a full disk kills the process
+    with SIGBUS instead of raising)."""
     self._dir = tempfile.mkdtemp(prefix="scann-build-")
-    self.array = np.lib.format.open_memmap(os.path.join(self._dir, "encodings.npy"), "w+",
-                                           np.float32, tuple(shape))
+    path = os.path.join(self._dir, "encodings.npy")
+    try:
+      self.array = np.lib.format.open_memmap(path, "w+", np.float32, tuple(shape))
+      with open(path, "r+b") as f:
+        os.posix_fallocate(f.fileno(), 0, os.path.getsize(path))
+    except OSError as e:
+      shutil.rmtree(self._dir, ignore_errors=True)
+      raise OSError(e.errno, f"cannot reserve {4 * shape[0] * shape[1]:,} bytes for the ScaNN "
+                             f"build input in {self._dir} (set TMPDIR to a larger disk): "
+                             f"{e.strerror}") from e
 
   def __enter__(self) -> "_ScratchMatrix":
     return self

@@ -1,6 +1,7 @@
 """Tests for dense_entity.retrieval.index and index_builder: brute force, ScaNN AH, AH + tree."""
 
 import dataclasses
+import errno
 import json
 import os
 import shutil
@@ -473,6 +474,16 @@ def test_large_scann_build_reads_a_temporary_file_and_equals_the_in_memory_build
   bad[17, 3] = np.nan
   with pytest.raises(ValueError, match=r"NaN/Inf.*\[17\]"):
     index_lib.EntityIndex.build(bad, "ah_tree", "m")
+  assert os.listdir(scratch_root) == []
+  # A disk too small for the input is an error naming the directory, before any page is written
+  # (a full disk under a memory map would be a SIGBUS), and leaves nothing behind.
+
+  def no_space(fd, offset, length):
+    raise OSError(errno.ENOSPC, "No space left on device")
+
+  monkeypatch.setattr(index_lib.os, "posix_fallocate", no_space)
+  with pytest.raises(OSError, match=r"cannot reserve 512,000 bytes .*scann-build-.*TMPDIR"):
+    index_lib.EntityIndex.build(x, "ah_tree", "m")
   assert os.listdir(scratch_root) == []
 
 
