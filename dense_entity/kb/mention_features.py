@@ -52,6 +52,11 @@ _WINDOW_CHARS = 64
 # text in ../shared/data (enwiki/, wikitext_en/) reaches the cap: the longest has 2,019
 # characters in all.
 MAX_SENTENCE_SIDE_CHARS = 2048
+# The same bound for the 5-token left and right contexts: in text without spaces or
+# punctuation (a line of CJK characters, a long identifier) one "token" can be the whole line,
+# and each mention's context would repeat it (quadratic time and memory: a 1.4 MB page of CJK
+# text exhausted 23 GB). A token longer than this is cut at the bound.
+MAX_CONTEXT_SIDE_CHARS = MAX_SENTENCE_SIDE_CHARS
 
 
 def _left_cut(text: str, floor: int, pos: int, n: int, stop_at_newline: bool) -> int:
@@ -156,7 +161,7 @@ def mention_features(text: str, start: int, end: int,
   Returns:
     {schema.MENTION_SPAN, MENTION_LEFT, MENTION_RIGHT, MENTION_SENTENCE: str}, whitespace
     collapsed to single spaces. The left and right contexts stay within the span's line
-    (paragraph); the sentence is the one holding the span start, extended to hold the whole
+    (paragraph) and within MAX_CONTEXT_SIDE_CHARS of the span; the sentence is the one holding the span start, extended to hold the whole
     span (the span's line when no sentence holds it), with the span replaced by
     schema.MENTION_MASK and at most MAX_SENTENCE_SIDE_CHARS characters kept on each side.
 
@@ -180,8 +185,10 @@ def mention_features(text: str, start: int, end: int,
     sent_start, sent_end = sentence[0], max(sentence[1], end)
   sent_left = _sentence_left(text, sent_start, start)
   sent_right = _sentence_right(text, end, sent_end)
-  left = _left_cut(text, 0, start, context_tokens, stop_at_newline=True)
-  right = _right_cut(text, end, len(text), context_tokens, stop_at_newline=True)
+  left = _left_cut(text, max(0, start - MAX_CONTEXT_SIDE_CHARS), start, context_tokens,
+                   stop_at_newline=True)
+  right = _right_cut(text, end, min(len(text), end + MAX_CONTEXT_SIDE_CHARS), context_tokens,
+                     stop_at_newline=True)
   masked = text[sent_left:start] + schema.MENTION_MASK + text[end:sent_right]
   return {
       schema.MENTION_SPAN: " ".join(text[start:end].split()),

@@ -172,3 +172,19 @@ def test_run_on_sentence_is_capped_at_whole_words_on_each_side():
   assert all(w == "·" or w in names for w in (left + right).split())  # no word cut in two
   assert f[schema.MENTION_LEFT] == "· Station1498 · Station1499 ·"
   assert f[schema.MENTION_RIGHT] == "· Station1501 · Station1502 ·"
+
+
+def test_context_of_text_without_spaces_is_bounded_not_the_whole_line():
+  # A line of CJK characters has no token boundary: the 5 "tokens" left of a mention would be
+  # everything before it on the line, repeated for every mention (quadratic in the page).
+  cap = mention_features_lib.MAX_CONTEXT_SIDE_CHARS
+  run = "".join(chr(0x4E00 + i % 2000) for i in range(3 * cap))
+  text = run + "項目" + run
+  start = len(run)
+  f = mention_features(text, start, start + 2)
+  assert f[schema.MENTION_SPAN] == "項目"
+  assert f[schema.MENTION_LEFT] == run[-cap:]
+  assert f[schema.MENTION_RIGHT] == run[:cap]
+  # Ordinary text is unchanged by the bound: five whole tokens each side.
+  g = mention_features("a b c d e f [x] g h i j k l", 12, 15)
+  assert (g[schema.MENTION_LEFT], g[schema.MENTION_RIGHT]) == ("b c d e f", "g h i j k")
