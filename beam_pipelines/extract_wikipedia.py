@@ -5,7 +5,7 @@ in the source page, the link target after redirect resolution as the gold entity
 0.1% by a stable fingerprint of the source page; the knowledge base holds every article and every
 linked title; the alias table (AT-Prior, P(e|m)) counts anchors of the training split.
 
-Usage (DirectRunner by default; any runner by standard Beam pipeline flags):
+Usage (Beam's local FnApiRunner by default; any runner by standard Beam pipeline flags):
 
   python -m beam_pipelines.extract_wikipedia --input=GLOB[,GLOB...] --output_dir=DIR \
       [--descriptions=JSONL] [--titles=GLOB,...] [--redirects_tsv=GLOB,...] \
