@@ -10,6 +10,7 @@
   name channel, in one pass.
 """
 
+import bz2
 import gzip
 from typing import Dict, List, Tuple
 
@@ -22,7 +23,7 @@ from dense_entity.modeling import featurizer as featurizer_lib
 
 
 def read_glove(path: str, max_words: int = 0) -> Tuple[List[str], np.ndarray]:
-  """Reads a GloVe text file (`word v1 ... vd` per line, plain or .gz); a first line of two
+  """Reads a GloVe text file (`word v1 ... vd` per line, plain, .gz or .bz2); a first line of two
   integers (`count dim`, the word2vec text format's header) is read as the header.
 
   Args:
@@ -34,32 +35,39 @@ def read_glove(path: str, max_words: int = 0) -> Tuple[List[str], np.ndarray]:
 
   Raises:
     ValueError: naming the file and line when a line has the wrong number of values (counted
-      as values, without the word), or the file is not UTF-8 text.
+      as values, without the word), a value that is not a number, or bytes that are not UTF-8.
   """
-  opener = gzip.open if path.endswith(".gz") else open
+  opener = (gzip.open if path.endswith(".gz") else bz2.open if path.endswith(".bz2")
+            else open)
   words, vectors, seen, dim = [], [], set(), None
-  with opener(path, "rt", encoding="utf-8") as f:
-    line_no = 0
-    try:
-      for line_no, line in enumerate(f, 1):
-        parts = line.rstrip("\n").rstrip().split(" ")
-        if line_no == 1 and len(parts) == 2 and all(p.isdigit() for p in parts):
-          dim = int(parts[1])  # word2vec header: vocabulary size, dimension
-          continue
-        if dim is None:
-          dim = len(parts) - 1
-        if len(parts) - 1 != dim or dim < 1:
-          raise ValueError(f"{path}:{line_no}: expected a word and {dim} values, got a word "
-                           f"and {len(parts) - 1} values")
-        if parts[0] in seen or not parts[0]:
-          continue
-        seen.add(parts[0])
-        words.append(parts[0])
-        vectors.append(np.asarray(parts[1:], dtype=np.float32))
-        if max_words and len(words) >= max_words:
-          break
-    except UnicodeDecodeError as e:
-      raise ValueError(f"{path}: not UTF-8 text after line {line_no} ({e.reason})") from e
+  with opener(path, "rb") as f:
+    for line_no, raw in enumerate(f, 1):
+      try:
+        line = raw.decode("utf-8")
+      except UnicodeDecodeError as e:
+        raise ValueError(f"{path}:{line_no}: not UTF-8 text ({e.reason} at byte {e.start} of "
+                         "the line)") from e
+      parts = line.rstrip("\n").rstrip().split(" ")
+      if line_no == 1 and len(parts) == 2 and all(p.isdigit() for p in parts):
+        dim = int(parts[1])  # word2vec header: vocabulary size, dimension
+        continue
+      if dim is None:
+        dim = len(parts) - 1
+      if len(parts) - 1 != dim or dim < 1:
+        raise ValueError(f"{path}:{line_no}: expected a word and {dim} values, got a word "
+                         f"and {len(parts) - 1} values")
+      if parts[0] in seen or not parts[0]:
+        continue
+      try:
+        vector = np.asarray(parts[1:], dtype=np.float32)
+      except ValueError as e:
+        raise ValueError(f"{path}:{line_no}: a value of {parts[0]!r} is not a number "
+                         f"({e})") from e
+      seen.add(parts[0])
+      words.append(parts[0])
+      vectors.append(vector)
+      if max_words and len(words) >= max_words:
+        break
   if not words:
     raise ValueError(f"{path}: no vectors")
   return words, np.stack(vectors)

@@ -1,5 +1,7 @@
 """GloVe reading and the entity-text document frequencies behind the lexical channel's IDF."""
 
+import bz2
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -30,9 +32,17 @@ def test_read_glove_takes_a_word2vec_header_and_counts_values_not_fields(tmp_pat
   with pytest.raises(ValueError, match="vectors.txt:2: expected a word and 3 values, got a word "
                                        "and 2 values"):
     initialization.read_glove(str(path))
-  path.write_bytes(b"the 0.1 0.2\nr\xe9ve 0.3 0.4\n")  # Latin-1, not UTF-8
-  with pytest.raises(ValueError, match="vectors.txt.*not UTF-8"):
+  # Latin-1, not UTF-8, far into the file: the line is the one that holds the byte.
+  path.write_bytes(b"the 0.1 0.2\n" * 3000 + b"r\xe9ve 0.3 0.4\n")
+  with pytest.raises(ValueError, match=r"vectors.txt:3001: not UTF-8"):
     initialization.read_glove(str(path))
+  path.write_text("the 0.1 0.2\nriver 0.3 abc\n")
+  with pytest.raises(ValueError, match=r"vectors.txt:2: a value of 'river' is not a number"):
+    initialization.read_glove(str(path))
+  bz2_path = tmp_path / "vectors.txt.bz2"
+  bz2_path.write_bytes(bz2.compress(b"the 0.1 0.2\nriver 0.3 0.4\n"))
+  words, vectors = initialization.read_glove(str(bz2_path))
+  assert words == ["the", "river"] and vectors.shape == (2, 2)
 
 
 def test_document_frequencies_count_each_entity_once_per_word(tmp_path):
