@@ -262,8 +262,13 @@ def run(export_dir: str, index_dir: str, extract_dir: str, output_dir: str, roun
   Returns:
     The counters: mentions_mined, gold_ranked_first, gold_not_in_top_k, negative_pairs_found,
     pairs (all rounds, deduplicated), ...
+
+  Raises:
+    FileExistsError: `output_dir` holds something other than a finished mining round (e.g.
+      WS/negatives itself, the parent of every round); checked before any work.
   """
   output_dir = os.path.abspath(output_dir)
+  fileio.check_replaceable(output_dir, schema.MANIFEST_FILE)
   parent = os.path.dirname(output_dir)
   os.makedirs(parent, exist_ok=True)
   # Staging directories of this output left by killed rounds (extraction.remove_stale_staging).
@@ -293,7 +298,7 @@ def run(export_dir: str, index_dir: str, extract_dir: str, output_dir: str, roun
       json.dump({"round": round_, "pairs": pairs, "export_dir": os.path.abspath(export_dir),
                  "previous_dir": previous_dir, "k": k}, f, indent=2, sort_keys=True)
     os.remove(os.path.join(staging, extraction.STAGING_OWNER_FILE))
-    fileio.replace_directory(staging, output_dir)
+    fileio.replace_directory(staging, output_dir, schema.MANIFEST_FILE)
   except BaseException:
     shutil.rmtree(staging, ignore_errors=True)
     raise

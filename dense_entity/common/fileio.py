@@ -7,15 +7,41 @@ import uuid
 from typing import Iterator, Tuple
 
 
-def replace_directory(finished_dir: str, directory: str) -> None:
+def check_replaceable(directory: str, marker: str) -> None:
+  """Checks that `directory` may be replaced by a stage's new output: it does not exist, is an
+  empty directory, or holds `marker` (the file a finished output of that stage writes last).
+
+  Raises:
+    FileExistsError: naming `directory`, when it is a file, or a directory holding anything
+      else (another stage's output, a parent of several rounds, a user's files).
+  """
+  if not os.path.lexists(directory):
+    return
+  if not os.path.isdir(directory):
+    raise FileExistsError(f"{directory} is a file, not an output directory; give another "
+                          "output directory")
+  if os.path.isfile(os.path.join(directory, marker)) or not os.listdir(directory):
+    return
+  raise FileExistsError(f"{directory} exists and is not a finished output of this stage (no "
+                        f"{marker} in it); refusing to replace it: give another output "
+                        "directory or remove it yourself")
+
+
+def replace_directory(finished_dir: str, directory: str, marker: str) -> None:
   """Moves the complete `finished_dir` to `directory`, replacing what was there.
 
   The old directory is renamed aside first and deleted only after the new one is in place, so
   `directory` never holds a half-written or half-deleted artifact. Both paths must be on one
-  filesystem (`finished_dir` is normally a temporary sibling of `directory`).
+  filesystem (`finished_dir` is normally a temporary sibling of `directory`). Only an earlier
+  output of the same stage (holding `marker`) or an empty directory is replaced
+  (`check_replaceable`).
+
+  Raises:
+    FileExistsError: `directory` holds something else; nothing is moved or deleted.
   """
+  check_replaceable(directory, marker)
   backup = None
-  if os.path.exists(directory):
+  if os.path.lexists(directory):
     backup = f"{directory}.old-{uuid.uuid4().hex[:8]}"
     os.rename(directory, backup)
   os.rename(finished_dir, directory)

@@ -439,7 +439,7 @@ def _replace_dir(tmp_dir: str, directory: str, overwrite: bool) -> None:
     return
   if not overwrite:
     raise FileExistsError(f"Index directory {directory} exists; pass overwrite=True.")
-  fileio.replace_directory(tmp_dir, directory)
+  fileio.replace_directory(tmp_dir, directory, MANIFEST_FILENAME)
 
 
 class EntityIndex:

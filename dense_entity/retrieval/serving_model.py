@@ -330,7 +330,7 @@ def export_serving_model(export_dir: str, index_dir: str, output_dir: Optional[s
     with open(os.path.join(tmp, MANIFEST_FILE), "w", encoding="utf-8") as f:
       json.dump(serving_manifest, f, indent=2, sort_keys=True)
       f.write("\n")
-    fileio.replace_directory(tmp, output_dir)
+    fileio.replace_directory(tmp, output_dir, MANIFEST_FILE)
   except BaseException:
     shutil.rmtree(tmp, ignore_errors=True)
     raise

@@ -98,7 +98,7 @@ def export_encoders(model: models.DualEncoder, export_dir: str, extra: Dict = No
     }
     with open(os.path.join(tmp, MANIFEST_FILE), "w") as f:
       json.dump(manifest, f, indent=2, sort_keys=True)
-    fileio.replace_directory(tmp, export_dir)
+    fileio.replace_directory(tmp, export_dir, MANIFEST_FILE)
   except BaseException:
     shutil.rmtree(tmp, ignore_errors=True)
     raise
