@@ -30,7 +30,7 @@ as it was. Flags that are neither this module's nor Beam pipeline options are an
 import datetime
 import logging
 import sys
-from typing import List, Sequence
+from typing import Sequence
 
 from dense_entity.common import entry
 
@@ -72,12 +72,6 @@ def main(argv: Sequence[str]) -> None:
     sys.exit(3)
 
 
-def _parse_known_flags(argv: List[str]) -> List[str]:
-  """Parses this module's flags; returns argv[0] and the rest (Beam options)."""
-  from absl import flags  # pylint: disable=g-import-not-at-top
-  return flags.FLAGS(argv, known_only=True)
-
-
 def _define_flags() -> None:
   from absl import flags  # pylint: disable=g-import-not-at-top
   flags.DEFINE_string("input", None, "Comma-separated file patterns of MediaWiki XML dumps "
@@ -112,7 +106,7 @@ def _entry_point() -> None:
   # Flags not defined here go to Beam (PipelineOptions) if Beam knows them, else are an error
   # (beam_io.default_pipeline_options).
   entry.run(main, "python -m beam_pipelines.extract_wikipedia",
-            flags_parser=_parse_known_flags)
+            flags_parser=entry.known_flags_parser("python -m beam_pipelines.extract_wikipedia"))
 
 
 if __name__ == "__main__":

@@ -50,4 +50,4 @@ if __name__ == "__main__":
   flags.mark_flags_as_required(["export_dir", "index_dir", "extract_dir", "output_dir"])
   entry.run(main, "python -m beam_pipelines.mine_hard_negatives",
           # Flags not defined here go to Beam if Beam knows them, else are an error.
-          flags_parser=lambda argv: flags.FLAGS(argv, known_only=True))
+          flags_parser=entry.known_flags_parser("python -m beam_pipelines.mine_hard_negatives"))

@@ -17,7 +17,7 @@ so the log level applies and `--help` does not load TensorFlow.
 
 import os
 import sys
-from typing import Callable, MutableMapping, Optional, Sequence
+from typing import Callable, List, MutableMapping, Optional, Sequence
 
 # Where an NVIDIA driver shows itself (Linux, WSL2). Without one, TensorFlow can use no GPU.
 _NVIDIA_DRIVER_PATHS = ("/proc/driver/nvidia/version", "/dev/nvidiactl", "/dev/dxg")
@@ -73,6 +73,24 @@ def print_help(kind: str) -> None:
   app.usage(shorthelp=kind == "short", writeto_stdout=True)
   if kind == "short":
     print("\nTry --helpfull to get a list of all flags.")
+
+
+def known_flags_parser(program: str) -> Callable[[List[str]], List[str]]:
+  """An app.run flags_parser that parses this program's absl flags and returns argv[0] and the
+  rest (e.g. Beam pipeline options, checked by their own parser). A bad or missing required
+  flag is one line on stderr, '{program}: error: ...', and exit 2 (absl's own parser does the
+  same for programs without such a parser; a custom one got a traceback)."""
+
+  def parse(argv: List[str]) -> List[str]:
+    from absl import flags  # pylint: disable=g-import-not-at-top
+    try:
+      return flags.FLAGS(argv, known_only=True)
+    except flags.Error as e:
+      message = " ".join(str(e).split("\n"))
+      print(f"{program}: error: {message}", file=sys.stderr)
+      sys.exit(2)
+
+  return parse
 
 
 def run(main: Callable, program: str, flags_parser: Optional[Callable] = None,

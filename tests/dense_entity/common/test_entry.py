@@ -80,3 +80,13 @@ def test_a_cpu_run_prints_no_native_error_line(tmp_path):
   native = [line for line in proc.stderr.splitlines() if _NATIVE_LINE.search(line)]
   assert native == [], native
   assert proc.stderr.strip().splitlines()[-1].startswith("python -m dense_entity.train: error: ")
+
+
+def test_a_beam_entry_point_without_its_required_flags_is_one_line_not_a_traceback():
+  proc = subprocess.run([sys.executable, "-m", "beam_pipelines.extract_wikipedia",
+                         "--input=x.xml.bz2"], capture_output=True, text=True,
+                        cwd=testutil.REPO_ROOT, timeout=300)
+  assert proc.returncode == 2, proc.stderr[-2000:]
+  assert "Traceback" not in proc.stderr
+  assert re.search(r"python -m beam_pipelines.extract_wikipedia: error: flag --output_dir=None",
+                   proc.stderr)
