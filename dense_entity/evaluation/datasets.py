@@ -123,18 +123,18 @@ def _decode_yago(name: str) -> str:
 
 
 def _utf8_lines(f, path: str) -> Iterator[Tuple[int, str]]:
-  """Yields (line number from 1, line) of the text file `f` opened as UTF-8.
+  """Yields (line number from 1, line) of the binary file `f`, each line decoded as UTF-8.
 
   Raises:
-    ValueError: naming `path` and the last good line when the text is not UTF-8.
+    ValueError: naming `path` and the line that is not UTF-8 (decoding line by line names the
+      line itself; a text-mode reader fails a block ahead of it).
   """
-  line_number = 0
-  try:
-    for line_number, line in enumerate(f, 1):
-      yield line_number, line
-  except UnicodeDecodeError as e:
-    raise ValueError(f"{path}: not UTF-8 text after line {line_number} ({e.reason}); "
-                     "evaluation sets are read as UTF-8") from None
+  for line_number, raw in enumerate(f, 1):
+    try:
+      yield line_number, raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+      raise ValueError(f"{path}:{line_number}: not UTF-8 text ({e.reason} at byte {e.start} "
+                       "of the line); evaluation sets are read as UTF-8") from None
 
 
 def load_aida_tsv(path: str) -> List[EvalMention]:
@@ -177,7 +177,7 @@ def load_aida_tsv(path: str) -> List[EvalMention]:
       mentions.append(EvalMention(doc_id, text, start, end, gold))
 
   line_number = 0
-  with open(path, encoding="utf-8", newline="") as f:
+  with open(path, "rb") as f:
     for line_number, line in _utf8_lines(f, path):
       line = line.rstrip("\r\n")
       where = f"{path}:{line_number}"

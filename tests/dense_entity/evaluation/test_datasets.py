@@ -106,8 +106,17 @@ def test_a_dataset_that_is_not_utf8_is_an_error_naming_the_file(tmp_path, spec_f
   path = tmp_path / "latin1.data"
   path.write_bytes("-DOCSTART- (1)\nM\u00fcller\tB\tM\u00fcller\tThomas_M\u00fcller\n"
                    .encode("latin-1"))
-  with pytest.raises(ValueError, match=r"latin1.data: not UTF-8 text"):
+  with pytest.raises(ValueError, match=r"latin1.data(:2)?: not UTF-8 text"):
     datasets.load(f"{spec_format}:{path}")
+
+
+def test_a_non_utf8_byte_far_into_an_aida_file_names_its_line(tmp_path):
+  path = tmp_path / "late.tsv"
+  good = "-DOCSTART- (1)\n" + "the\nriver\n" * 2000
+  path.write_bytes(good.encode() + "M\u00fcller\tB\tM\u00fcller\tThomas_M\u00fcller\n"
+                   .encode("latin-1"))
+  with pytest.raises(ValueError, match=r"late.tsv:4002: not UTF-8 text"):
+    datasets.load(f"aida:{path}")
 
 
 # ----------------------------------------------------------------------------- JSONL
