@@ -223,6 +223,20 @@ def _tree_arguments(config: IndexConfig) -> Dict[str, Any]:
   return args
 
 
+def _build_with_ah_and_reordering(builder: Any, config: IndexConfig) -> Any:
+  """Adds AH scoring and exact reordering of `config` to a ScaNN builder (pybind or TF ops,
+  with or without a tree) and builds the searcher."""
+  from scann.scann_ops.py import scann_builder  # pylint: disable=g-import-not-at-top
+  builder = builder.score_ah(
+      config.dims_per_block,
+      anisotropic_quantization_threshold=config.anisotropic_quantization_threshold,
+      training_sample_size=config.training_sample_size)
+  quantize = {"float32": scann_builder.ReorderType.FLOAT32,
+              "bfloat16": scann_builder.ReorderType.BFLOAT16,
+              "int8": scann_builder.ReorderType.INT8}[config.reorder_dtype]
+  return builder.reorder(config.reorder_num_neighbors, quantize=quantize).build()
+
+
 def _import_scann_pybind():
   """Imports ScaNN's pybind wrapper lazily (it imports TensorFlow, seconds of start-up)."""
   from scann.scann_ops.py import scann_ops_pybind  # pylint: disable=g-import-not-at-top
@@ -886,15 +900,7 @@ class ScannIndex(EntityIndex):
     builder = _import_scann_pybind().builder(x, config.num_neighbors, "dot_product")
     if kind == AH_TREE:
       builder = builder.tree(**_tree_arguments(config))
-    builder = builder.score_ah(
-        config.dims_per_block,
-        anisotropic_quantization_threshold=config.anisotropic_quantization_threshold,
-        training_sample_size=config.training_sample_size)
-    from scann.scann_ops.py import scann_builder  # pylint: disable=g-import-not-at-top
-    quantize = {"float32": scann_builder.ReorderType.FLOAT32,
-                "bfloat16": scann_builder.ReorderType.BFLOAT16,
-                "int8": scann_builder.ReorderType.INT8}[config.reorder_dtype]
-    return builder.reorder(config.reorder_num_neighbors, quantize=quantize).build()
+    return _build_with_ah_and_reordering(builder, config)
 
   @staticmethod
   def build_tf_searcher(x: np.ndarray, config: IndexConfig) -> Any:
@@ -905,7 +911,6 @@ class ScannIndex(EntityIndex):
     Raises:
       RuntimeError: ScaNN failed to initialize.
     """
-    from scann.scann_ops.py import scann_builder  # pylint: disable=g-import-not-at-top
     from scann.scann_ops.py import scann_ops  # pylint: disable=g-import-not-at-top
     x = np.ascontiguousarray(x, dtype=np.float32)
     config = config.clamped(x.shape[0])
@@ -919,14 +924,7 @@ class ScannIndex(EntityIndex):
                                    * config.num_leaves_to_search))
     builder = scann_ops.builder(x, config.num_neighbors, "dot_product").tree(
         **_tree_arguments(config))
-    builder = builder.score_ah(
-        config.dims_per_block,
-        anisotropic_quantization_threshold=config.anisotropic_quantization_threshold,
-        training_sample_size=config.training_sample_size)
-    quantize = {"float32": scann_builder.ReorderType.FLOAT32,
-                "bfloat16": scann_builder.ReorderType.BFLOAT16,
-                "int8": scann_builder.ReorderType.INT8}[config.reorder_dtype]
-    return builder.reorder(config.reorder_num_neighbors, quantize=quantize).build()
+    return _build_with_ah_and_reordering(builder, config)
 
   @classmethod
   def tf_state_arrays(cls, directory: str, expected_model_fingerprint: Optional[str] = None,
