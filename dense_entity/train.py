@@ -12,6 +12,7 @@ naming the flag and both values (dense_entity.training.provenance), before anyth
 import json
 import logging
 import os
+from typing import List, Optional, Tuple
 
 from absl import flags
 
@@ -66,22 +67,51 @@ def config_from_flags() -> config_lib.ExperimentConfig:
       glove=FLAGS.glove, vocab_size=FLAGS.vocab_size)
 
 
+def hard_negative_files(negatives_dir: Optional[str]) -> Tuple[List[str], int]:
+  """The pair files and round number of a finished mining round (`--hard_negatives`), or
+  ([], 0) when none is given.
+
+  Raises:
+    FileNotFoundError: naming the directory, when it holds no finished mining round
+      (no MANIFEST.json, or no hard_negatives-* files).
+  """
+  if not negatives_dir:
+    return [], 0
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from dense_entity.kb import schema  # pylint: disable=g-import-not-at-top
+  path = os.path.join(negatives_dir, schema.MANIFEST_FILE)
+  if not tf.io.gfile.exists(path):
+    raise FileNotFoundError(
+        f"--hard_negatives={negatives_dir} holds no finished mining round ({path} is missing); "
+        "run `python -m beam_pipelines.mine_hard_negatives --output_dir=...` first")
+  with tf.io.gfile.GFile(path) as f:
+    manifest = json.load(f)
+  files = sorted(tf.io.gfile.glob(os.path.join(negatives_dir, schema.NEGATIVES_PREFIX + "-*")))
+  if not files or "round" not in manifest:
+    raise FileNotFoundError(f"--hard_negatives={negatives_dir}: {path} is not a mining "
+                            f"round's manifest, or no {schema.NEGATIVES_PREFIX}-* files are "
+                            "beside it")
+  return files, int(manifest["round"])
+
+
 def main(argv):
   del argv
   # TensorFlow is imported here, not at the top: `--help` does not load it.
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from dense_entity.kb import records  # pylint: disable=g-import-not-at-top
-  from dense_entity.kb import schema  # pylint: disable=g-import-not-at-top
   from dense_entity.training import trainer as trainer_lib  # pylint: disable=g-import-not-at-top
   logging.getLogger().setLevel(logging.INFO)
+  # Every input and setting is checked before the Trainer writes into --model_dir.
+  if tf.io.gfile.exists(FLAGS.model_dir) and not tf.io.gfile.isdir(FLAGS.model_dir):
+    raise NotADirectoryError(f"--model_dir={FLAGS.model_dir} is a file, not a directory")
+  records.require_extraction(FLAGS.extract_dir)
+  negative_files, mining_round = hard_negative_files(FLAGS.hard_negatives)
+  cfg = config_from_flags()
+  config_lib.validate(cfg)
   strategy = distribute_utils.get_strategy(FLAGS.strategy, FLAGS.tpu, FLAGS.num_cpu_devices)
-  trainer = trainer_lib.Trainer(config_from_flags(), FLAGS.extract_dir, FLAGS.model_dir,
-                                strategy)
-  if FLAGS.hard_negatives:
-    manifest = records.require_extraction(FLAGS.hard_negatives)  # MANIFEST.json of the round
-    files = tf.io.gfile.glob(os.path.join(FLAGS.hard_negatives,
-                                          schema.NEGATIVES_PREFIX + "-*"))
-    trainer.set_hard_negatives(files, int(manifest["round"]))
+  trainer = trainer_lib.Trainer(cfg, FLAGS.extract_dir, FLAGS.model_dir, strategy)
+  if negative_files:
+    trainer.set_hard_negatives(negative_files, mining_round)
   print(json.dumps(trainer.train(), indent=2))
 
 

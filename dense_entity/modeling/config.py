@@ -82,7 +82,7 @@ class TrainConfig:
     train_steps: total optimizer steps of a training run.
     eval_every: steps between held-out evaluations and checkpoints.
     eval_batches: held-out batches used for in-batch recall@1.
-    shuffle_buffer: examples in the tf.data shuffle buffer.
+    shuffle_buffer: examples in the tf.data shuffle buffer (0: no shuffling, file order).
     seed: seed of initialisation and shuffling.
   """
   batch_size: int = 100
@@ -150,7 +150,7 @@ CONFIG_FILE = "config.json"
 
 
 def validate(config: ExperimentConfig) -> None:
-  """Raises ValueError naming the first setting that cannot build a model."""
+  """Raises ValueError naming the first setting that cannot build a model or train it."""
   m = config.model
   if m.context_match_dim < 0:
     raise ValueError(f"context_match_dim must be >= 0 (0: no lexical channel), got "
@@ -169,6 +169,19 @@ def validate(config: ExperimentConfig) -> None:
   if lexical >= 1.0:
     raise ValueError(f"the lexical channels' weights sum to {lexical}; the learned part needs "
                      "a weight > 0")
+  t = config.train
+  for name in ("batch_size", "eval_every", "eval_batches"):
+    if getattr(t, name) < 1:
+      raise ValueError(f"{name} must be >= 1, got {getattr(t, name)}")
+  for name in ("train_steps", "shuffle_buffer"):  # shuffle_buffer 0: file order
+    if getattr(t, name) < 0:
+      raise ValueError(f"{name} must be >= 0, got {getattr(t, name)}")
+  if not t.learning_rate > 0.0:  # also refuses NaN
+    raise ValueError(f"learning_rate must be > 0, got {t.learning_rate}")
+  if not 0.0 <= t.momentum < 1.0:
+    raise ValueError(f"momentum must be in [0, 1), got {t.momentum}")
+  if t.optimizer not in ("sgd", "adam"):
+    raise ValueError(f"optimizer must be 'sgd' or 'adam', got {t.optimizer!r}")
 
 
 def save(config: ExperimentConfig, model_dir: str) -> str:

@@ -145,3 +145,64 @@ def test_train_command_refuses_another_preset_in_one_line(started):
   assert proc.stderr.strip().splitlines()[-1].startswith(
       "python -m dense_entity.train: error: --preset: the checkpoint in ")
   assert "'tiny'; this run asks for 'small'" in proc.stderr
+
+
+@pytest.mark.parametrize("setting,value,message", [
+    ("batch_size", 0, "batch_size must be >= 1, got 0"),
+    ("learning_rate", -1.0, "learning_rate must be > 0, got -1.0"),
+    ("learning_rate", float("nan"), "learning_rate must be > 0, got nan"),
+    ("eval_every", 0, "eval_every must be >= 1, got 0"),
+    ("train_steps", -5, "train_steps must be >= 0, got -5"),
+    ("momentum", 1.0, r"momentum must be in \[0, 1\), got 1.0"),
+    ("optimizer", "adagrad", "optimizer must be 'sgd' or 'adam', got 'adagrad'"),
+])
+def test_training_settings_that_cannot_train_are_refused_by_name(setting, value, message):
+  cfg = _cfg()
+  setattr(cfg.train, setting, value)
+  with pytest.raises(ValueError, match=message):
+    config.validate(cfg)
+  cfg.train.shuffle_buffer = 0  # no shuffling (file order) stays allowed
+  setattr(cfg.train, setting, getattr(config.get_preset("tiny").train, setting))
+  config.validate(cfg)
+
+
+def test_hard_negatives_that_are_not_a_mining_round_are_refused_naming_the_flag(tmp_path):
+  from dense_entity import train  # pylint: disable=g-import-not-at-top
+  assert train.hard_negative_files(None) == ([], 0)
+  with pytest.raises(FileNotFoundError, match=r"--hard_negatives=.*missing\).*"
+                     r"beam_pipelines.mine_hard_negatives"):
+    train.hard_negative_files(str(tmp_path / "nonexistent"))
+  extract = str(tmp_path / "extract")  # an extraction has a MANIFEST.json but no pairs
+  testutil.write_tiny_extraction(extract)
+  with pytest.raises(FileNotFoundError, match="is not a mining round's manifest"):
+    train.hard_negative_files(extract)
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--batch_size=0"], "batch_size must be >= 1, got 0"),
+    (["--hard_negatives=/nonexistent/round_1"], "--hard_negatives=/nonexistent/round_1 holds "
+                                                "no finished mining round"),
+])
+def test_train_command_checks_its_inputs_before_writing_the_model_dir(tmp_path, args, message):
+  extract, model_dir = str(tmp_path / "extract"), tmp_path / "model"
+  testutil.write_tiny_extraction(extract)
+  proc = subprocess.run([sys.executable, "-m", "dense_entity.train", f"--extract_dir={extract}",
+                         f"--model_dir={model_dir}", "--preset=tiny"] + args,
+                        cwd=testutil.REPO_ROOT, capture_output=True, text=True, check=False)
+  assert proc.returncode == 2, proc.stderr[-2000:]
+  assert proc.stderr.strip().splitlines()[-1].startswith(
+      f"python -m dense_entity.train: error: {message}")
+  assert not model_dir.exists()  # no config.json of a run that never started
+
+
+def test_a_model_dir_that_is_a_file_is_one_line(tmp_path):
+  extract, model_file = str(tmp_path / "extract"), tmp_path / "model"
+  testutil.write_tiny_extraction(extract)
+  model_file.write_text("not a directory")
+  proc = subprocess.run([sys.executable, "-m", "dense_entity.train", f"--extract_dir={extract}",
+                         f"--model_dir={model_file}", "--preset=tiny"],
+                        cwd=testutil.REPO_ROOT, capture_output=True, text=True, check=False)
+  assert proc.returncode == 2, proc.stderr[-2000:]
+  assert proc.stderr.strip().splitlines()[-1] == (
+      f"python -m dense_entity.train: error: --model_dir={model_file} is a file, not a directory")
+  assert model_file.read_text() == "not a directory"
