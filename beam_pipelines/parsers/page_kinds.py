@@ -14,6 +14,9 @@ maintenance category ('All articles with dead external links') says nothing abou
   language's disambiguation category, DISAMBIGUATION_CATEGORIES), or is titled
   'X (disambiguation)'. Set index articles ({{Set index article}}, {{Surname}},
   {{Given name}}, {{Ship index}}) are lists MediaWiki does not mark: they stay entities.
+  Both switches are case-sensitive in MediaWiki (flag '1' in Disambiguator.i18n.magic.php and
+  MessagesEn.php): `__disambig__` or `__HiddenCat__` render as plain text and mark nothing, so
+  they mark nothing here either.
 - Hidden categories. A category page with `__HIDDENCAT__` is hidden; enwiki's category pages
   write it through {{Hidden category}}, the maintenance and tracking category templates and the
   monthly clean-up templates (HIDDEN_CATEGORY_TEMPLATES; {{Maintenance category}},

@@ -30,6 +30,8 @@ def test_disambiguation_pages_are_recognised_as_mediawiki_marks_them(title, text
     ("Smith (surname)", "'''Smith''' is a surname.\n* [[Adam Smith]]\n{{Surname}}"),
     ("List of ships", "* [[HMS Ore]]\n{{Set index article}}"),
     ("Gull Sea", "A sea.<ref>{{Disambiguation}}</ref>"),  # in a citation: not the page's
+    # MediaWiki's __DISAMBIG__ is case-sensitive: written in lower case it is plain text.
+    ("Gull Bay", "Gull Bay is a bay. __disambig__"),
 ])
 def test_articles_and_set_index_lists_are_not_disambiguation_pages(title, text):
   assert page_kinds.disambiguation_reason(wikitext.parse_article(text, title), title) is None
