@@ -516,6 +516,23 @@ class Report(Stage):
     print(f"\nreport: {os.path.join(ws.root, reports.REPORT_FILE)}")
 
 
+def check_inputs(datasets: Sequence[str], glove: Optional[str]) -> None:
+  """Checks the inputs that later stages read, before the first stage: a dataset spec, file or
+  record that evaluation would refuse, or a missing GloVe file, would otherwise stop the demo
+  only after extraction and training (minutes; an hour at full scale).
+
+  Raises:
+    ValueError / FileNotFoundError: as evaluation.datasets.load, naming the spec or file; a
+      missing GloVe file, naming it.
+  """
+  from dense_entity.evaluation import datasets as eval_datasets  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  for spec in datasets:
+    eval_datasets.load(spec)
+  if glove and not tf.io.gfile.exists(glove):
+    raise FileNotFoundError(f"--glove={glove}: no such file")
+
+
 def run_demo(workspace: str, inputs: Optional[Sequence[str]] = None,
              descriptions: Optional[str] = None, titles: Sequence[str] = (),
              redirects_tsv: Sequence[str] = (), heldout_fraction: float = 0.1,
@@ -564,13 +581,16 @@ def run_demo(workspace: str, inputs: Optional[Sequence[str]] = None,
     The evaluation report (also in WS/reports/eval.json).
 
   Raises:
-    FileNotFoundError: when no input file matches `inputs`.
+    FileNotFoundError: when no input file matches `inputs`, or a dataset or the GloVe file
+      is missing (checked before any stage runs).
+    ValueError: for a dataset spec or file that cannot be read (before any stage runs).
   """
   ws = Workspace(workspace)
   inputs = list(inputs or [samples.gensim_sample_path()])
   files = sorted({f for pattern in inputs for f in glob.glob(pattern)})
   if not files:
     raise FileNotFoundError(f"no input files match {inputs}")
+  check_inputs(datasets, glove)
   os.makedirs(workspace, exist_ok=True)
   stages = [
       Extract(inputs, files, heldout_fraction, descriptions, titles, redirects_tsv),

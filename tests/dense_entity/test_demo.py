@@ -130,3 +130,19 @@ def test_no_heldout_mentions_stop_the_demo_before_training(monkeypatch, tmp_path
   assert (f"error: {ws}/extract: the held-out split has 0 mentions (heldout_fraction 0.001, "
           "106 articles, 2000 training mentions)") in err
   assert "stops before training" in err and not (ws / "model").exists()
+
+
+@pytest.mark.parametrize("datasets, glove, error, message", [
+    (["aida_testa.jsonl"], None, ValueError, "must be FORMAT:PATH"),
+    (["jsonl:{tmp}/missing.jsonl"], None, FileNotFoundError, "missing.jsonl"),
+    (["jsonl:{tmp}/spaces.jsonl"], None, ValueError, "spaces.jsonl"),
+    ([], "{tmp}/glove.6B.50d.txt", FileNotFoundError, "--glove=.*glove.6B.50d.txt: no such file"),
+])
+def test_datasets_and_glove_are_checked_before_the_first_stage(tmp_path, datasets, glove, error,
+                                                               message):
+  (tmp_path / "spaces.jsonl").write_text("not json at all\n", encoding="utf-8")
+  workspace = tmp_path / "ws"
+  with pytest.raises(error, match=message):
+    demo.run_demo(str(workspace), datasets=[d.format(tmp=tmp_path) for d in datasets],
+                  glove=glove and glove.format(tmp=tmp_path))
+  assert not workspace.exists()  # nothing extracted, nothing trained
