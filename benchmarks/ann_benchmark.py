@@ -30,10 +30,10 @@ import tempfile
 import time
 from typing import Callable, List, Optional
 
-from absl import app
 from absl import flags
 import numpy as np
 
+from dense_entity.common import entry
 from dense_entity.retrieval import index as index_lib
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -330,4 +330,4 @@ if __name__ == "__main__":
   flags.DEFINE_string("efs", "16,32,64,128", "FAISS HNSW efSearch values.")
   flags.DEFINE_bool("faiss", True, "Measure FAISS too (needs faiss-cpu).")
   flags.DEFINE_float("target_recall", 0.95, "Recall@10 for the matched-recall comparison.")
-  app.run(main)
+  entry.run(main, "python -m benchmarks.ann_benchmark")

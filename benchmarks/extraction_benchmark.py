@@ -45,6 +45,8 @@ from typing import Dict, List, Sequence, Tuple
 from absl import app
 from absl import flags
 
+from dense_entity.common import entry
+
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_FILES = os.path.join(REPO_ROOT, "..", "shared", "data", "enwiki", "*.bz2")
 _RESULT_PREFIX = "BENCHMARK_RESULT "
@@ -136,16 +138,16 @@ _WORKERS = {"ours_parse": _work_ours_parse, "ours_pipeline": _work_ours_pipeline
 def _tree_rss_bytes(root: int) -> int:
   """Summed resident memory (bytes) of process `root` and all its descendants (Linux /proc)."""
   children: Dict[int, List[int]] = {}
-  for entry in os.listdir("/proc"):
-    if not entry.isdigit():
+  for name in os.listdir("/proc"):
+    if not name.isdigit():
       continue
     try:
-      with open(f"/proc/{entry}/stat", "rb") as f:
+      with open(f"/proc/{name}/stat", "rb") as f:
         stat = f.read()
     except OSError:
       continue
     ppid = int(stat[stat.rindex(b")") + 2:].split()[1])
-    children.setdefault(ppid, []).append(int(entry))
+    children.setdefault(ppid, []).append(int(name))
   total, todo = 0, [root]
   while todo:
     pid = todo.pop()
@@ -313,4 +315,4 @@ if __name__ == "__main__":
   flags.DEFINE_float("sample_s", 0.05, "Seconds between samples of the process tree's RSS.")
   flags.DEFINE_string("worker", None, "Internal: run one method's work in this process.")
   flags.DEFINE_string("worker_arg", None, "Internal: the worker's argument.")
-  app.run(main)
+  entry.run(main, "python -m benchmarks.extraction_benchmark")

@@ -24,9 +24,10 @@ import sys
 import tempfile
 import time
 
-from absl import app
 from absl import flags
 import numpy as np
+
+from dense_entity.common import entry
 
 FLAGS = flags.FLAGS
 
@@ -134,4 +135,4 @@ if __name__ == "__main__":
   flags.DEFINE_integer("single_queries", 1000, "Held-out mentions timed one at a time.")
   flags.DEFINE_multi_string("dataset", [], "FORMAT:PATH of a set whose recall is reported.")
   flags.mark_flags_as_required(["workspace"])
-  app.run(main)
+  entry.run(main, "python -m benchmarks.full_kb_benchmark")

@@ -32,8 +32,11 @@ from typing import Dict
 from absl import app
 from absl import flags
 
+from dense_entity.common import entry
+
 FLAGS = flags.FLAGS
 _CHUNK = 50  # trainer.Trainer runs this many steps per tf.function call.
+
 
 
 def define_flags():
@@ -172,4 +175,4 @@ def main(argv):
 
 if __name__ == "__main__":
   define_flags()
-  app.run(main)
+  entry.run(main, "python -m benchmarks.training_benchmark")

@@ -50,6 +50,21 @@ def test_help_exits_0_without_loading_tensorflow(module):
     assert proc.stderr == ""
 
 
+@pytest.mark.parametrize("module,flag", [
+    ("benchmarks.ann_benchmark", "--leaf_fractions"),
+    ("benchmarks.extraction_benchmark", "--long_page_mb"),
+    ("benchmarks.full_kb_benchmark", "--single_queries"),
+    ("benchmarks.training_benchmark", "--steps"),
+])
+def test_benchmarks_help_exits_0(module, flag):
+  # They used absl's app.run directly: --help exited 1 (and full_kb_benchmark's required
+  # --workspace made even --help an error).
+  proc = subprocess.run([sys.executable, "-c", _HELP, module, "--help"], cwd=testutil.REPO_ROOT,
+                        capture_output=True, text=True, check=False)
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  assert "EXIT 0" in proc.stdout and flag in proc.stdout, proc.stdout[-1000:]
+
+
 _NATIVE_LINE = re.compile(r"^(E\d{4}|\S+ \S+: [EWI] )|cuInit")
 
 
