@@ -46,6 +46,12 @@ flags.DEFINE_integer("name_match_dim", None, "Width of the lexical name channel 
 flags.DEFINE_float("name_match_weight", None, "Mixing weight of the name channel, in (0, 1).")
 flags.DEFINE_float("name_match_alias_weight", None, "Weight of the entity's aliases beside its "
                    "title in the name channel (0: title only).")
+flags.DEFINE_multi_string("train_dataset", [], "Entity-linking dataset whose linked mentions "
+                          "are trained on as their own split, FORMAT:PATH as evaluate's "
+                          "--dataset (e.g. jsonl:aida_train.jsonl); repeatable.")
+flags.DEFINE_float("train_dataset_fraction", 0.5, "With --train_dataset: the fraction of "
+                   "steps whose batch comes from those mentions (1: them alone, a "
+                   "fine-tuning stage), in (0, 1].")
 flags.DEFINE_string("hard_negatives", None, "Directory of a mining round's output "
                     "(WS/negatives/round_N): train with the softmax and logistic tasks.")
 
@@ -99,6 +105,7 @@ def main(argv):
   # TensorFlow is imported here, not at the top: `--help` does not load it.
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from dense_entity.kb import records  # pylint: disable=g-import-not-at-top
+  from dense_entity.training import provenance  # pylint: disable=g-import-not-at-top
   from dense_entity.training import trainer as trainer_lib  # pylint: disable=g-import-not-at-top
   logging.getLogger().setLevel(logging.INFO)
   # Every input and setting is checked before the Trainer writes into --model_dir.
@@ -108,11 +115,27 @@ def main(argv):
   negative_files, mining_round = hard_negative_files(FLAGS.hard_negatives)
   cfg = config_from_flags()
   config_lib.validate(cfg)
+  labeled = None
+  if FLAGS.train_dataset:
+    if not 0.0 < FLAGS.train_dataset_fraction <= 1.0:
+      raise ValueError(f"--train_dataset_fraction must be in (0, 1], got "
+                       f"{FLAGS.train_dataset_fraction}")
+    from dense_entity.evaluation import labeled_mentions  # pylint: disable=g-import-not-at-top
+    labeled, labeled_stats = labeled_mentions.load(FLAGS.train_dataset, FLAGS.extract_dir)
+    print(json.dumps({"labeled_mentions": labeled_stats}, indent=2))
   strategy = distribute_utils.get_strategy(FLAGS.strategy, FLAGS.tpu, FLAGS.num_cpu_devices)
   trainer = trainer_lib.Trainer(cfg, FLAGS.extract_dir, FLAGS.model_dir, strategy)
   if negative_files:
     trainer.set_hard_negatives(negative_files, mining_round)
-  print(json.dumps(trainer.train(), indent=2))
+  start = int(trainer.step.numpy())
+  if labeled is not None:
+    trainer.set_labeled_mentions(labeled, FLAGS.train_dataset_fraction)
+  metrics = trainer.train()
+  if labeled is not None:
+    provenance.record_labeled_mentions(FLAGS.model_dir, {
+        "datasets": list(FLAGS.train_dataset), "fraction": FLAGS.train_dataset_fraction,
+        "from_step": start, "to_step": int(trainer.step.numpy()), "counts": labeled_stats})
+  print(json.dumps(metrics, indent=2))
 
 
 if __name__ == "__main__":

@@ -3,7 +3,8 @@
 A training run writes, beside `config.json` (preset, model dimensions, training settings;
 config_lib.save), `trained_on.json` (TRAINED_ON_FILE): the identity of the extraction it trains
 on (`extraction_identity`: a fingerprint of its record files' names and sizes, its counts and
-held-out fraction) and of the GloVe file that initialised the vocabulary's rows, if any.
+held-out fraction), of the GloVe file that initialised the vocabulary's rows, if any, and the
+stages trained on entity-linking datasets' mentions (`record_labeled_mentions`).
 
 A run that resumes the checkpoint must build the same model from the same data: the same
 preset and model settings (dimensions, lexical channels), optimizer, vocabulary and GloVe file,
@@ -101,6 +102,18 @@ def write_trained_on(model_dir: str, extraction: dict, glove_path: Optional[str]
   with tf.io.gfile.GFile(path + ".tmp", "w") as f:
     json.dump({"extraction": extraction, "glove": glove_identity(glove_path)}, f, indent=2,
               sort_keys=True)
+  tf.io.gfile.rename(path + ".tmp", path, overwrite=True)
+
+
+def record_labeled_mentions(model_dir: str, stage: Mapping[str, Any]) -> None:
+  """Appends a training stage on labeled (entity-linking dataset) mentions to the model_dir's
+  `trained_on.json` under 'labeled_mentions' (datasets, fraction, steps, counts), so a model
+  tuned on them is told apart from one trained on Wikipedia alone. Written atomically."""
+  record = read_trained_on(model_dir) or {}
+  record.setdefault("labeled_mentions", []).append(dict(stage))
+  path = os.path.join(model_dir, TRAINED_ON_FILE)
+  with tf.io.gfile.GFile(path + ".tmp", "w") as f:
+    json.dump(record, f, indent=2, sort_keys=True)
   tf.io.gfile.rename(path + ".tmp", path, overwrite=True)
 
 
