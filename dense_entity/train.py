@@ -4,8 +4,9 @@ Flags choose a preset ('paper': 5M buckets x 300-d, batch 100, SGD momentum 0.9,
 'small': runs on 2 CPU cores), the distribution strategy (default / mirrored / tpu) and
 overrides. A run resumes from the latest checkpoint in --model_dir: flags not given keep the
 values it was trained with (config.json there); the training flags given (--train_steps,
---learning_rate, --batch_size, --eval_every, --hard_negatives, --train_dataset) apply; a --preset, model flag,
---glove, --vocab_size or --extract_dir other than the checkpoint's is refused with one line
+--learning_rate, --batch_size, --eval_every, --hard_negatives, --train_dataset) apply; a
+--preset, model flag, --glove, --vocab_size or --extract_dir other than the checkpoint's is
+refused with one line
 naming the flag and both values (dense_entity.training.provenance), before anything is written.
 --train_dataset adds an entity-linking dataset's linked mentions as their own split
 (evaluation.labeled_mentions; e.g. AIDA-CoNLL train, as a tuning stage on a copy of the model).
