@@ -6,8 +6,8 @@ overrides. A run resumes from the latest checkpoint in --model_dir: flags not gi
 values it was trained with (config.json there); the training flags given (--train_steps,
 --learning_rate, --batch_size, --eval_every, --hard_negatives, --train_dataset) apply; a
 --preset, model flag, --glove, --vocab_size or --extract_dir other than the checkpoint's is
-refused with one line
-naming the flag and both values (dense_entity.training.provenance), before anything is written.
+refused with one line naming the flag and both values (dense_entity.training.provenance),
+before anything is written.
 --train_dataset adds an entity-linking dataset's linked mentions as their own split
 (evaluation.labeled_mentions; e.g. AIDA-CoNLL train, as a tuning stage on a copy of the model).
 """
