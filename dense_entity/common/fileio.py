@@ -69,10 +69,17 @@ def read_jsonl_objects(path: str) -> Iterator[Tuple[int, dict]]:
 
   Raises:
     FileNotFoundError: when `path` does not exist.
-    ValueError: naming 'PATH:LINE', for invalid JSON or a value that is not an object.
+    IsADirectoryError: when `path` is a directory.
+    ValueError: naming 'PATH:LINE', for a line that is not UTF-8, invalid JSON or a value that
+      is not an object.
   """
-  with open(path, encoding="utf-8") as f:
-    for line_number, line in enumerate(f, 1):
+  with open(path, "rb") as f:  # decoded line by line, so a bad byte names its line
+    for line_number, raw in enumerate(f, 1):
+      try:
+        line = raw.decode("utf-8")
+      except UnicodeDecodeError as e:
+        raise ValueError(f"{path}:{line_number}: not UTF-8 text ({e.reason} at byte "
+                         f"{e.start} of the line)") from None
       if not line.strip():
         continue
       try:

@@ -48,3 +48,14 @@ def test_a_directory_of_other_things_or_a_file_is_never_replaced(tmp_path):
   with pytest.raises(FileExistsError, match=r"config.json is a file"):
     fileio.replace_directory(new, str(a_file), "MANIFEST.json")
   assert a_file.read_text() == "{}"
+
+
+def test_a_jsonl_line_that_is_not_utf8_is_named_by_its_line(tmp_path):
+  # Probes, jsonl datasets and descriptions read this way gave a bare codec error before.
+  path = tmp_path / "probes.jsonl"
+  path.write_bytes(b'{"a": 1}\n\n{"b": "caf\xe9"}\n')
+  records = fileio.read_jsonl_objects(str(path))
+  assert next(records) == (1, {"a": 1})
+  with pytest.raises(ValueError, match=r"probes.jsonl:3: not UTF-8 text \(invalid continuation "
+                                       r"byte at byte 10 of the line\)"):
+    next(records)
