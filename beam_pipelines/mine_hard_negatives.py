@@ -43,10 +43,12 @@ if __name__ == "__main__":
   flags.DEFINE_string("index_dir", None, "Index directory built from that export.")
   flags.DEFINE_string("extract_dir", None, "Finished extraction (training mentions, entities).")
   flags.DEFINE_string("output_dir", None, "This round's output directory.")
-  flags.DEFINE_integer("round", 1, "Mining round number (1 for the first mining round).")
+  flags.DEFINE_integer("round", 1, "Mining round number (1 for the first mining round).",
+                       lower_bound=1)
   flags.DEFINE_string("previous_dir", None, "The previous round's output, appended to.")
   flags.DEFINE_string("index_kind", "brute_force", "Index kind used for the search.")
-  flags.DEFINE_integer("k", mining.DEFAULT_K, "Nearest entities searched per mention.")
+  flags.DEFINE_integer("k", mining.DEFAULT_K, "Nearest entities searched per mention.",
+                       lower_bound=1)
   flags.mark_flags_as_required(["export_dir", "index_dir", "extract_dir", "output_dir"])
   entry.run(main, "python -m beam_pipelines.mine_hard_negatives",
           # Flags not defined here go to Beam if Beam knows them, else are an error.

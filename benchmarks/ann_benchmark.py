@@ -321,9 +321,10 @@ def main(argv):
 if __name__ == "__main__":
   flags.DEFINE_string("glove", DEFAULT_GLOVE, "GloVe vectors, gzip text.")
   flags.DEFINE_string("sizes", "10000,100000", "Database sizes (capped at the rows left).")
-  flags.DEFINE_integer("num_queries", 1000, "Held-out query rows.")
+  flags.DEFINE_integer("num_queries", 1000, "Held-out query rows.", lower_bound=1)
   flags.DEFINE_integer("seed", 0, "Seed of the query/database split.")
-  flags.DEFINE_integer("repeats", 5, "Timed passes per measurement (best is reported).")
+  flags.DEFINE_integer("repeats", 5, "Timed passes per measurement (best is reported).",
+                       lower_bound=1)
   flags.DEFINE_string("leaf_fractions", "0.05,0.1,0.2,0.3", "AH+tree leaves_to_search fractions.")
   flags.DEFINE_string("reorders", "100,200", "AH+tree reorder candidate counts.")
   flags.DEFINE_string("nprobes", "4,8,16,32,64", "FAISS IVF nprobe values.")

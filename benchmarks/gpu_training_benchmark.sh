@@ -12,6 +12,13 @@
 # the small preset: examples/s of our training loop on one GPU, on all GPUs (mirrored, global
 # batch 100 x number of GPUs) and of the stock Keras optimizer, with ratios. About 5 minutes.
 set -euo pipefail
+case "${1:-}" in
+  -h|--help|-help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  -*) echo "$0: error: unknown option $1 (usage: bash $0 [EXTRACT_DIR])" >&2; exit 2 ;;
+esac
+if [[ -n "${1:-}" && ! -f "$1/MANIFEST.json" ]]; then
+  echo "$0: error: $1 is not a finished extraction (no MANIFEST.json)" >&2; exit 2
+fi
 export TF_CPP_MIN_LOG_LEVEL=1 PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv
 python -c "import tensorflow as tf; g = tf.config.list_physical_devices('GPU'); \

@@ -21,7 +21,8 @@ def define_flags():
   flags.DEFINE_string("workspace", None, "Workspace directory (WORKSPACE.md).")
   flags.DEFINE_multi_string("dataset", [], "FORMAT:PATH of an extra evaluation set: aida:, "
                             "jsonl:, nif:, wikinews:DIR.")
-  flags.DEFINE_integer("max_mentions", 0, "Evaluate at most this many held-out mentions (0: all).")
+  flags.DEFINE_integer("max_mentions", 0, "Evaluate at most this many held-out mentions (0: all).",
+                       lower_bound=0)
   flags.DEFINE_string("index", "brute_force", "Index kind used by DEER.")
 
 

@@ -254,6 +254,44 @@ def build_pipeline(pipeline, export_dir: str, index_dir: str, extract_dir: str, 
       os.path.join(staging, schema.NEGATIVES_PREFIX))
 
 
+def check_inputs(round_: int, previous_dir: Optional[str], index_kind: str, k: int) -> None:
+  """Checks a mining round's settings before the pipeline starts (inside it a bad value
+  surfaced as a worker traceback).
+
+  Raises:
+    ValueError: round_ < 1, k < 1, an unknown index kind, or a previous round whose number is
+      not below round_.
+    FileNotFoundError: `previous_dir` holds no finished mining round (MANIFEST.json with its
+      'round' and hard_negatives-* files beside it).
+  """
+  from dense_entity.retrieval import index as index_lib  # pylint: disable=g-import-not-at-top
+  if round_ < 1:
+    raise ValueError(f"--round must be >= 1 (round 0 is training without mined negatives), "
+                     f"got {round_}")
+  if k < 1:
+    raise ValueError(f"--k must be >= 1, got {k}")
+  if index_kind not in index_lib.KINDS:
+    raise ValueError(f"--index_kind={index_kind!r} is not one of {list(index_lib.KINDS)}")
+  if not previous_dir:
+    return
+  manifest_path = os.path.join(previous_dir, schema.MANIFEST_FILE)
+  manifest = None
+  if tf.io.gfile.exists(manifest_path):
+    with tf.io.gfile.GFile(manifest_path) as f:
+      try:
+        manifest = json.load(f)
+      except ValueError:
+        manifest = None
+  files = tf.io.gfile.glob(os.path.join(previous_dir, schema.NEGATIVES_PREFIX + "-*"))
+  if not isinstance(manifest, dict) or "round" not in manifest or not files:
+    raise FileNotFoundError(
+        f"--previous_dir={previous_dir} holds no finished mining round (a MANIFEST.json with "
+        f"its round and {schema.NEGATIVES_PREFIX}-* files)")
+  if int(manifest["round"]) >= round_:
+    raise ValueError(f"--previous_dir={previous_dir} is round {manifest['round']}, not a round "
+                     f"before --round={round_}")
+
+
 def run(export_dir: str, index_dir: str, extract_dir: str, output_dir: str, round_: int,
         previous_dir: Optional[str] = None, index_kind: str = "brute_force",
         k: int = DEFAULT_K, pipeline_options=None) -> Dict[str, int]:
@@ -266,7 +304,9 @@ def run(export_dir: str, index_dir: str, extract_dir: str, output_dir: str, roun
   Raises:
     FileExistsError: `output_dir` holds something other than a finished mining round (e.g.
       WS/negatives itself, the parent of every round); checked before any work.
+    ValueError / FileNotFoundError: from check_inputs, before any work.
   """
+  check_inputs(round_, previous_dir, index_kind, k)
   output_dir = os.path.abspath(output_dir)
   fileio.check_replaceable(output_dir, schema.MANIFEST_FILE)
   parent = os.path.dirname(output_dir)

@@ -8,6 +8,8 @@ Every absl entry point (`python -m dense_entity.train`, `.evaluate`, `.context_p
 - answers `--help` / `-h` / `-?` / `--helpshort` (the module's flags) and `--helpfull` (every
   flag) on stdout with exit status 0, before `main` and before anything heavy is imported
   (absl itself exits with status 1 after help);
+- parses the flags with `one_line_flags_parser`: a bad, unknown or missing flag is one line
+  and status 2 (absl exits 1);
 - runs `main` under absl's `app.run`, with user errors printed as one line and status 2
   (errors.one_line_errors).
 
@@ -75,22 +77,34 @@ def print_help(kind: str) -> None:
     print("\nTry --helpfull to get a list of all flags.")
 
 
-def known_flags_parser(program: str) -> Callable[[List[str]], List[str]]:
-  """An app.run flags_parser that parses this program's absl flags and returns argv[0] and the
-  rest (e.g. Beam pipeline options, checked by their own parser). A bad or missing required
-  flag is one line on stderr, '{program}: error: ...', and exit 2 (absl's own parser does the
-  same for programs without such a parser; a custom one got a traceback)."""
+def one_line_flags_parser(program: str,
+                          known_only: bool = False) -> Callable[[List[str]], List[str]]:
+  """An app.run flags_parser: a bad, unknown or missing required flag is one line on stderr,
+  '{program}: error: ...' (absl's own 'Did you mean' suggestion included), and exit status 2,
+  as argparse does; absl's default parser exits 1 after a 'FATAL Flags parsing error' line.
+
+  Args:
+    program: how the user runs it (prefix of the error line).
+    known_only: parse only this program's flags and return argv[0] and the rest (e.g. Beam
+      pipeline options, checked by their own parser); else an unknown flag is an error.
+  """
 
   def parse(argv: List[str]) -> List[str]:
     from absl import flags  # pylint: disable=g-import-not-at-top
     try:
-      return flags.FLAGS(argv, known_only=True)
+      return flags.FLAGS(argv, known_only=known_only)
     except flags.Error as e:
       message = " ".join(str(e).split("\n"))
       print(f"{program}: error: {message}", file=sys.stderr)
       sys.exit(2)
 
   return parse
+
+
+def known_flags_parser(program: str) -> Callable[[List[str]], List[str]]:
+  """one_line_flags_parser(program, known_only=True): for entry points that pass the flags
+  they do not define on to Beam."""
+  return one_line_flags_parser(program, known_only=True)
 
 
 def run(main: Callable, program: str, flags_parser: Optional[Callable] = None,
@@ -102,12 +116,13 @@ def run(main: Callable, program: str, flags_parser: Optional[Callable] = None,
     main: the absl main function.
     program: how the user runs it, e.g. 'python -m dense_entity.train' (prefix of one-line
       errors).
-    flags_parser: passed to app.run (e.g. to pass unknown flags on to Beam).
+    flags_parser: passed to app.run (e.g. known_flags_parser, to pass unknown flags on to
+      Beam); default one_line_flags_parser(program): every flag must be this program's.
     argv: the command line (default sys.argv).
     environ: the environment (default os.environ).
 
   Raises:
-    SystemExit: 0 after help; 2 after a user error; absl's status for bad flags.
+    SystemExit: 0 after help; 2 after a bad flag or a user error.
   """
   quiet_native_logs(environ)
   argv = list(sys.argv if argv is None else argv)
@@ -117,5 +132,5 @@ def run(main: Callable, program: str, flags_parser: Optional[Callable] = None,
     sys.exit(0)
   from absl import app  # pylint: disable=g-import-not-at-top
   from dense_entity.common import errors  # pylint: disable=g-import-not-at-top
-  kwargs = {"flags_parser": flags_parser} if flags_parser else {}
-  app.run(errors.one_line_errors(main, program), argv=argv, **kwargs)
+  app.run(errors.one_line_errors(main, program), argv=argv,
+          flags_parser=flags_parser or one_line_flags_parser(program))

@@ -138,3 +138,30 @@ def test_training_with_hard_negatives_uses_the_logistic_task(tiny_workspace, tmp
   # The mining round is part of the checkpoint.
   t2 = trainer_lib.Trainer(cfg, str(root / "extract"), str(tmp_path / "model"))
   assert int(t2.mining_round.numpy()) == 1
+
+
+def test_a_rounds_settings_are_checked_before_the_pipeline_starts(tmp_path):
+  # These used to surface inside the running pipeline as a worker traceback (k, index kind)
+  # or not at all (round -1 was recorded; a reports directory was taken as the previous round).
+  for args, message in (((0, None, "brute_force", 10), "--round must be >= 1"),
+                        ((-1, None, "brute_force", 10), "--round must be >= 1"),
+                        ((1, None, "brute_force", 0), "--k must be >= 1, got 0"),
+                        ((1, None, "bogus", 10), "--index_kind='bogus' is not one of")):
+    with pytest.raises(ValueError, match=message):
+      mining.check_inputs(*args)
+  reports = tmp_path / "reports"
+  reports.mkdir()
+  (reports / "eval.json").write_text("{}")
+  with pytest.raises(FileNotFoundError, match=r"--previous_dir=.*reports holds no finished "
+                                               r"mining round"):
+    mining.check_inputs(2, str(reports), "brute_force", 10)
+  round_1 = tmp_path / "round_1"
+  round_1.mkdir()
+  (round_1 / "MANIFEST.json").write_text(json.dumps({"round": 1}))
+  (round_1 / "hard_negatives-00000-of-00001.tfrecord").write_bytes(b"")
+  mining.check_inputs(2, str(round_1), "ah_tree", 10)  # a finished earlier round is accepted
+  with pytest.raises(ValueError, match="is round 1, not a round before --round=1"):
+    mining.check_inputs(1, str(round_1), "brute_force", 10)
+  with pytest.raises(ValueError, match="--round must be >= 1"):  # before any output is made
+    mining.run("e", "i", "x", str(tmp_path / "out"), 0)
+  assert not (tmp_path / "out").exists()

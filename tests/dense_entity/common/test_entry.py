@@ -105,3 +105,23 @@ def test_a_beam_entry_point_without_its_required_flags_is_one_line_not_a_traceba
   assert "Traceback" not in proc.stderr
   assert re.search(r"python -m beam_pipelines.extract_wikipedia: error: flag --output_dir=None",
                    proc.stderr)
+
+
+@pytest.mark.parametrize("module,args,message", [
+    # A misspelt flag: absl's suggestion, one line, and status 2 as argparse gives (absl: 1).
+    ("dense_entity.evaluate", ["--workspace=ws", "--datset=jsonl:x.jsonl"],
+     r"Unknown command line flag 'datset'.*Did you mean: dataset"),
+    # A value below the flag's bound.
+    ("dense_entity.evaluate", ["--workspace=ws", "--max_mentions=-1"],
+     r"flag --max_mentions=-1: .*>= 0"),
+    ("beam_pipelines.mine_hard_negatives", ["--export_dir=e", "--index_dir=i",
+                                            "--extract_dir=x", "--output_dir=o", "--round=-1"],
+     r"flag --round=-1: .*>= 1"),
+])
+def test_a_bad_flag_is_one_line_and_status_2(module, args, message):
+  proc = subprocess.run([sys.executable, "-m", module] + args, capture_output=True, text=True,
+                        cwd=testutil.REPO_ROOT, timeout=300)
+  assert proc.returncode == 2, proc.stderr[-2000:]
+  assert "Traceback" not in proc.stderr
+  last = proc.stderr.strip().splitlines()[-1]
+  assert last.startswith(f"python -m {module}: error: ") and re.search(message, last), last
