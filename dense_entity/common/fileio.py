@@ -1,10 +1,135 @@
-"""Publishing finished files and directories in place of older ones; reading JSONL objects."""
+"""Publishing finished files and directories in place of older ones; whose output a directory
+holds; reading JSONL objects."""
 
+import fnmatch
 import json
 import os
 import shutil
 import uuid
-from typing import Iterator, Tuple
+from typing import Iterator, NamedTuple, Optional, Sequence, Tuple
+
+
+class OutputKind(NamedTuple):
+  """What one stage's output directory holds (WORKSPACE.md gives every file).
+
+  The names are written here, in the bottom layer, so that every stage recognises the others'
+  outputs (`check_output_dir`); they are the file contracts of WORKSPACE.md.
+  """
+  name: str                    # as messages name it, e.g. 'an extraction'
+  producer: str                # the command that writes it
+  markers: Tuple[str, ...]     # a finished output holds one of these files
+  key: Optional[str]           # a key the marker's JSON object holds (MANIFEST.json is shared)
+  patterns: Tuple[str, ...]    # fnmatch patterns of every entry it writes, work in progress too
+
+
+EXTRACTION = OutputKind(
+    "an extraction", "python -m beam_pipelines.extract_wikipedia", ("MANIFEST.json",),
+    "record_files", ("MANIFEST.json", "stats.json", "alias_counts.tsv", "redirects.tsv",
+                     "entities-*", "mentions_train-*", "mentions_heldout-*", ".staging-*"))
+MINING_ROUND = OutputKind(
+    "a hard negative mining round", "python -m beam_pipelines.mine_hard_negatives",
+    ("MANIFEST.json",), "round", ("MANIFEST.json", "stats.json", "hard_negatives-*"))
+MODEL = OutputKind(
+    "a trained model", "python -m dense_entity.train", ("config.json",), None,
+    ("config.json", "vocab.txt", "trained_on.json", "checkpoints", "summaries", ".*.tmp*"))
+EXPORT = OutputKind(
+    "an export of the encoders", "python -m export.export_model", ("export_manifest.json",), None,
+    ("export_manifest.json", "mention_encoder", "entity_encoder", "serving"))
+INDEX = OutputKind(
+    "entity encodings and indexes", "python -m export.encode_entities or export.build_index",
+    ("indexes.json", "encodings_manifest.json"), None,
+    ("indexes.json", "encodings_manifest.json", "entity_encodings.npy", "entity_titles.txt",
+     "row_entities.npy", "brute_force", "ah", "ah_tree", ".encoding", ".staging-*", ".*.tmp*",
+     "*.old-*"))
+REPORTS = OutputKind(
+    "evaluation reports", "python -m dense_entity.evaluate",
+    ("eval.json", "tradeoff.json", "rounds.json", "context_probes.json"), None,
+    ("eval.json", "eval.md", "*.png", "*.jsonl", "rounds.json", "tradeoff.json",
+     "context_probes*.json"))
+SERVING = OutputKind(
+    "a serving model", "python -m export.serving", ("serving_manifest.json",), None, ())
+ENTITY_INDEX = OutputKind(
+    "one index", "python -m export.build_index", ("index_manifest.json",), None, ())
+OUTPUT_KINDS = (EXTRACTION, MINING_ROUND, MODEL, EXPORT, INDEX, REPORTS, SERVING, ENTITY_INDEX)
+
+
+def _holds_marker(directory: str, kind: OutputKind) -> Optional[str]:
+  """The marker of `kind` that `directory` holds (with `kind.key` in its JSON), or None."""
+  for marker in kind.markers:
+    path = os.path.join(directory, marker)
+    if not os.path.isfile(path):
+      continue
+    if kind.key is None:
+      return marker
+    try:
+      with open(path, encoding="utf-8") as f:
+        value = json.load(f)
+    except (OSError, ValueError):
+      continue
+    if isinstance(value, dict) and kind.key in value:
+      return marker
+  return None
+
+
+def output_kind(directory: str,
+                kinds: Sequence[OutputKind] = OUTPUT_KINDS) -> Optional[Tuple[OutputKind, str]]:
+  """(kind, marker file) of the first of `kinds` whose finished output `directory` holds, or
+  None (not a directory, or no stage's marker in it)."""
+  if not os.path.isdir(directory):
+    return None
+  for kind in kinds:
+    marker = _holds_marker(directory, kind)
+    if marker:
+      return kind, marker
+  return None
+
+
+def check_output_dir(directory: str, kind: OutputKind, flag: str = "--output_dir") -> None:
+  """Checks, before a stage does any work, that it may write its output `kind` to `directory`.
+
+  Allowed: a directory that does not exist, an empty one, one holding a marker of `kind` (an
+  earlier output, which the stage replaces or resumes), or one holding only entries of `kind`
+  (`kind.patterns`: what a killed run of the stage left, e.g. resumable work in progress).
+  Anything else is refused, so that no stage mixes its files into another stage's output or a
+  user's directory. Remote paths ('gs://...') are not checked.
+
+  Args:
+    directory: the stage's output directory.
+    kind: the stage's OutputKind.
+    flag: the command-line flag that named `directory`, for the message.
+
+  Raises:
+    NotADirectoryError: `directory`, or the nearest of its parents that exists, is a file.
+    FileExistsError: naming `directory` and what it holds: another stage's output (by its
+      marker file) or other files (the first few named).
+  """
+  if "://" in directory:
+    return
+  if not os.path.lexists(directory):
+    parent = os.path.dirname(os.path.abspath(directory))
+    while not os.path.lexists(parent):
+      parent = os.path.dirname(parent)
+    if not os.path.isdir(parent):
+      raise NotADirectoryError(f"{flag}={directory}: {parent} is a file, not a directory")
+    return
+  if not os.path.isdir(directory):
+    raise NotADirectoryError(f"{flag}={directory} is a file, not a directory; give a new or "
+                             f"empty directory for {kind.name}")
+  names = sorted(os.listdir(directory))
+  if not names or _holds_marker(directory, kind):
+    return
+  other = output_kind(directory, [k for k in OUTPUT_KINDS if k is not kind])
+  if other:
+    raise FileExistsError(
+        f"{flag}={directory} holds {other[0].name} ({other[1]}, written by {other[0].producer}),"
+        f" not {kind.name}; refusing to write into it: give another directory")
+  foreign = [n for n in names if not any(fnmatch.fnmatchcase(n, p) for p in kind.patterns)]
+  if foreign:
+    shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
+    raise FileExistsError(
+        f"{flag}={directory} is not empty and not an output of {kind.producer} (no "
+        f"{' or '.join(kind.markers)}; it holds {shown}); refusing to write into it: give a new "
+        "or empty directory, or remove it yourself")
 
 
 def check_replaceable(directory: str, marker: str) -> None:

@@ -2,6 +2,7 @@
 stage's --output_dir pointing at a parent directory or another stage's output was deleted)."""
 
 import os
+import re
 
 import pytest
 
@@ -59,3 +60,94 @@ def test_a_jsonl_line_that_is_not_utf8_is_named_by_its_line(tmp_path):
   with pytest.raises(ValueError, match=r"probes.jsonl:3: not UTF-8 text \(invalid continuation "
                                        r"byte at byte 10 of the line\)"):
     next(records)
+
+
+# ------------------------------------------------------------------------- check_output_dir
+# Bug kind: a stage's output directory pointing at another stage's output (an extraction, a
+# model, reports) was written into, mixing index files or checkpoints with it, exit 0.
+
+
+def _stage_dirs(tmp_path):
+  """One finished output of each stage, as the stages leave them (markers and a data file)."""
+  dirs = {}
+  for name, files in [
+      ("extract", {"MANIFEST.json": '{"record_files": {}, "counts": {}}',
+                   "entities-00000-of-00001.tfrecord": "x"}),
+      ("round_1", {"MANIFEST.json": '{"round": 1}', "hard_negatives-00000-of-00001": "x"}),
+      ("model", {"config.json": "{}", "vocab.txt": ""}),
+      ("export", {"export_manifest.json": "{}"}),
+      ("index", {"indexes.json": "{}", "entity_titles.txt": "A\n"}),
+      ("reports", {"eval.json": "{}", "eval.md": "# report\n"})]:
+    d = tmp_path / name
+    d.mkdir()
+    for file_name, text in files.items():
+      (d / file_name).write_text(text)
+    dirs[name] = d
+  return dirs
+
+
+def _contents(directory):
+  return {p.name: p.read_bytes() for p in sorted(directory.iterdir()) if p.is_file()}
+
+
+@pytest.mark.parametrize("kind, own", [(fileio.EXTRACTION, "extract"), (fileio.MODEL, "model"),
+                                       (fileio.EXPORT, "export"), (fileio.INDEX, "index")])
+def test_each_stage_refuses_every_other_stages_output_naming_it(tmp_path, kind, own):
+  dirs = _stage_dirs(tmp_path)
+  before = {name: _contents(d) for name, d in dirs.items()}
+  fileio.check_output_dir(str(dirs[own]), kind)  # its own earlier output: replaced or resumed
+  for name, d in dirs.items():
+    if name == own:
+      continue
+    with pytest.raises(FileExistsError, match=rf"--output_dir={re.escape(str(d))} holds .* not "
+                                              rf"{re.escape(kind.name)}; refusing to write"):
+      fileio.check_output_dir(str(d), kind)
+  assert {name: _contents(d) for name, d in dirs.items()} == before
+
+
+def test_the_message_names_the_other_stage_and_its_marker(tmp_path):
+  dirs = _stage_dirs(tmp_path)
+  with pytest.raises(FileExistsError) as e:
+    fileio.check_output_dir(str(dirs["reports"]), fileio.INDEX)
+  assert str(e.value) == (f"--output_dir={dirs['reports']} holds evaluation reports (eval.json, "
+                          "written by python -m dense_entity.evaluate), not entity encodings and "
+                          "indexes; refusing to write into it: give another directory")
+  # An extraction and a mining round share MANIFEST.json; its keys tell them apart.
+  with pytest.raises(FileExistsError, match="holds a hard negative mining round"):
+    fileio.check_output_dir(str(dirs["round_1"]), fileio.EXTRACTION)
+  with pytest.raises(FileExistsError,
+                     match=r"--model_dir=.*model holds a trained model \(config.json"):
+    fileio.check_output_dir(str(dirs["model"]), fileio.EXPORT, "--model_dir")
+
+
+def test_new_empty_and_killed_runs_directories_are_accepted(tmp_path):
+  fileio.check_output_dir(str(tmp_path / "new" / "dir"), fileio.INDEX)
+  (tmp_path / "empty").mkdir()
+  fileio.check_output_dir(str(tmp_path / "empty"), fileio.MODEL)
+  # What killed runs leave: resumable encoding work, an extraction's staging directory, a
+  # model's first files before config.json.
+  (tmp_path / "index" / ".encoding").mkdir(parents=True)
+  fileio.check_output_dir(str(tmp_path / "index"), fileio.INDEX)
+  (tmp_path / "extract" / ".staging-0123456789ab").mkdir(parents=True)
+  fileio.check_output_dir(str(tmp_path / "extract"), fileio.EXTRACTION)
+  (tmp_path / "model").mkdir()
+  (tmp_path / "model" / "vocab.txt").write_text("")
+  fileio.check_output_dir(str(tmp_path / "model"), fileio.MODEL, "--model_dir")
+
+
+def test_other_files_or_a_file_are_refused_naming_them(tmp_path):
+  home = tmp_path / "home"
+  home.mkdir()
+  for name in ("notes.txt", "photo.jpg", "a.py", "b.py"):
+    (home / name).write_text("keep")
+  with pytest.raises(FileExistsError, match=rf"--output_dir={home} is not empty and not an output "
+                                            r"of python -m beam_pipelines.extract_wikipedia \(no "
+                                            r"MANIFEST.json; it holds a.py, b.py, notes.txt and 1 "
+                                            r"more\)"):
+    fileio.check_output_dir(str(home), fileio.EXTRACTION)
+  a_file = home / "notes.txt"
+  with pytest.raises(NotADirectoryError, match=rf"--output_dir={a_file} is a file"):
+    fileio.check_output_dir(str(a_file), fileio.EXTRACTION)
+  with pytest.raises(NotADirectoryError, match=rf"{a_file} is a file"):
+    fileio.check_output_dir(str(a_file / "sub"), fileio.INDEX)
+  assert sorted(os.listdir(home)) == ["a.py", "b.py", "notes.txt", "photo.jpg"]
