@@ -188,7 +188,8 @@ def storage_dtype_for(n: int, dim: int, storage_dtype: str = "auto") -> np.dtype
 def encode_kb(export_dir: str, extract_dir: str, output_dir: str, batch_size: int = 4096,
               progress: Optional[Callable[[int], None]] = None,
               storage_dtype: str = "auto",
-              max_names_per_entity: int = DEFAULT_MAX_NAMES_PER_ENTITY) -> EncodedKB:
+              max_names_per_entity: int = DEFAULT_MAX_NAMES_PER_ENTITY,
+              publish: bool = True) -> EncodedKB:
   """Encodes every KB entity into OUTPUT_DIR/entity_encodings.npy, streaming and resumable.
 
   Paper section 5.2: entities are encoded once by the entity tower; row i of the matrix is
@@ -206,6 +207,10 @@ def encode_kb(export_dir: str, extract_dir: str, output_dir: str, batch_size: in
       or 'float16'.
     max_names_per_entity: name rows per entity at most (`entity_names`); 0: one row per
       entity.
+    publish: move the finished encodings and encodings_manifest.json into `output_dir` and
+      remove the work in progress. False leaves both finished in OUTPUT_DIR/.encoding
+      (`work_files`) for the caller to publish with the titles and indexes (encode_and_index);
+      a later call resumes with every shard done.
 
   Returns:
     EncodedKB(encodings [rows, dim] float32 or float16, memory-mapped read-only, rows as the
@@ -228,7 +233,8 @@ def encode_kb(export_dir: str, extract_dir: str, output_dir: str, batch_size: in
   state = {"model_fingerprint": fingerprint, "dim": dim, "storage_dtype": storage_dtype,
            "max_names_per_entity": max_names_per_entity,
            "files": [[os.path.abspath(f), os.path.getsize(f)] for f in files]}
-  if _read_json(os.path.join(work, _STATE_FILE), None) != state:
+  if (_read_json(os.path.join(work, _STATE_FILE), None) != state
+      or not os.path.exists(os.path.join(work, ENCODINGS_FILE))):
     shutil.rmtree(work, ignore_errors=True)  # another model or KB: nothing to resume
   os.makedirs(work, exist_ok=True)
   layout = _row_layout(extract_dir, files, max_names_per_entity)
@@ -264,17 +270,30 @@ def encode_kb(export_dir: str, extract_dir: str, output_dir: str, batch_size: in
     done.add(shard)
     fileio.write_text_atomically(os.path.join(work, _DONE_FILE), json.dumps(sorted(done)))
   del matrix
-  final = os.path.join(output_dir, ENCODINGS_FILE)
-  os.replace(partial, final)
   fileio.write_text_atomically(
-      os.path.join(output_dir, ENCODINGS_MANIFEST),
+      os.path.join(work, ENCODINGS_MANIFEST),
       json.dumps({"model_fingerprint": fingerprint, "num_entities": n, "num_rows": num_rows,
                   "max_names_per_entity": max_names_per_entity, "dim": dim,
                   "dtype": np.dtype(dtype).name, "extract_dir": os.path.abspath(extract_dir),
                   "shards": len(files)}, indent=2, sort_keys=True) + "\n")
-  shutil.rmtree(work, ignore_errors=True)
+  final = partial
+  if publish:
+    final = os.path.join(output_dir, ENCODINGS_FILE)
+    manifest_path = os.path.join(output_dir, ENCODINGS_MANIFEST)
+    if os.path.exists(manifest_path):
+      os.remove(manifest_path)  # never a manifest over encodings it does not describe
+    os.replace(partial, final)
+    os.replace(os.path.join(work, ENCODINGS_MANIFEST), manifest_path)
+    shutil.rmtree(work, ignore_errors=True)
   return EncodedKB(np.load(final, mmap_mode="r"), layout.titles,
                    layout.row_entities if num_rows > n else None)
+
+
+def work_files(output_dir: str) -> dict:
+  """{published name: path} of the finished encodings that `encode_kb(..., publish=False)`
+  left in OUTPUT_DIR/.encoding."""
+  work = os.path.join(output_dir, _WORK_DIR)
+  return {name: os.path.join(work, name) for name in (ENCODINGS_FILE, ENCODINGS_MANIFEST)}
 
 
 class _NameRows:
@@ -309,6 +328,28 @@ class _NameRows:
     self.rows = []
 
 
+def check_arguments(export_dir: str, extract_dir: str, output_dir: str, kinds: Sequence[str],
+                    storage_dtype: str = "auto",
+                    max_names_per_entity: int = DEFAULT_MAX_NAMES_PER_ENTITY) -> dict:
+  """Checks every argument of `encode_and_index` before any work; returns the export manifest.
+
+  Raises:
+    FileNotFoundError: the export or the extraction is not finished.
+    ValueError: an unknown or no index kind, an unknown storage_dtype or a negative
+      max_names_per_entity.
+    NotADirectoryError, FileExistsError: `output_dir` is a file or holds something other than
+      encodings and indexes (index_builder.check_output_dir).
+  """
+  manifest = savedmodel.read_manifest(export_dir)
+  kinds = index_builder.check_kinds(kinds)
+  _check_storage_dtype(storage_dtype)
+  if max_names_per_entity < 0:
+    raise ValueError(f"max_names_per_entity must be >= 0, got {max_names_per_entity}")
+  records.record_files(extract_dir, schema.ENTITIES_PREFIX)
+  index_builder.check_output_dir(output_dir, kinds)
+  return manifest
+
+
 def encode_and_index(export_dir: str, extract_dir: str, output_dir: str,
                      kinds: Sequence[str] = ("brute_force",), progress=None,
                      storage_dtype: str = "auto",
@@ -317,16 +358,34 @@ def encode_and_index(export_dir: str, extract_dir: str, output_dir: str,
   name rows per entity) and writes encodings, titles, row_entities.npy and indexes to
   `output_dir`.
 
+  Every argument is checked before any work. The encodings stay in OUTPUT_DIR/.encoding (a
+  killed run resumes there, also when it was killed while the indexes were built) until every
+  index is built; then encodings, titles, row map and indexes replace the earlier ones together
+  (index_builder.build_indexes, publish_with). So a failed or killed run leaves an earlier
+  finished `output_dir` consistent: its encodings, titles, row map and indexes all of one run.
+
   Returns:
     The index summary of index_builder.build_indexes.
+
+  Raises:
+    FileNotFoundError: the export or the extraction is not finished.
+    ValueError: an unknown or no index kind, an unknown storage_dtype, a negative
+      max_names_per_entity, or an entity title twice.
+    NotADirectoryError, FileExistsError: `output_dir` is a file or holds something other than
+      encodings and indexes (index_builder.check_output_dir).
   """
-  manifest = savedmodel.read_manifest(export_dir)
+  manifest = check_arguments(export_dir, extract_dir, output_dir, kinds, storage_dtype,
+                             max_names_per_entity)
   os.makedirs(output_dir, exist_ok=True)
   kb = encode_kb(export_dir, extract_dir, output_dir, progress=progress,
-                 storage_dtype=storage_dtype, max_names_per_entity=max_names_per_entity)
+                 storage_dtype=storage_dtype, max_names_per_entity=max_names_per_entity,
+                 publish=False)
   # The towers' encodings are used as they are: re-normalising would rank entities whose
   # lexical part is empty above the score the model was trained with (index module docstring).
-  return index_builder.build_indexes(kb.encodings, kb.titles, output_dir, kinds,
-                                     manifest["model_fingerprint"], normalize_rows=False,
-                                     row_entities=kb.row_entities)
+  summary = index_builder.build_indexes(kb.encodings, kb.titles, output_dir, kinds,
+                                        manifest["model_fingerprint"], normalize_rows=False,
+                                        row_entities=kb.row_entities,
+                                        publish_with=work_files(output_dir))
+  shutil.rmtree(os.path.join(output_dir, _WORK_DIR), ignore_errors=True)
+  return summary
 

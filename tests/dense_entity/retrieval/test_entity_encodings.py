@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 
 import numpy as np
 import pytest
@@ -147,3 +148,86 @@ def test_a_duplicate_title_is_an_error_naming_it(tmp_path):
       w.write(record.numpy())
   with pytest.raises(ValueError, match="appears twice"):
     entity_encodings.encode_kb(os.path.join(workspace, "export"), extract, str(tmp_path / "i"))
+
+
+# ------------------------------------------ encode_and_index: checks first, publishes together
+# Bug kind: `encode_entities --kinds=bogus` over a finished index directory encoded first,
+# rewrote entity_encodings.npy and encodings_manifest.json, then failed on the kind, leaving them
+# inconsistent with entity_titles.txt, row_entities.npy and the indexes.
+
+
+def _snapshot(directory):
+  """{relative path: bytes} of every file under `directory`, work in progress left out."""
+  out = {}
+  for root, dirs, names in os.walk(directory):
+    dirs[:] = [d for d in dirs if d != ".encoding"]
+    for name in names:
+      path = os.path.join(root, name)
+      with open(path, "rb") as f:
+        out[os.path.relpath(path, directory)] = f.read()
+  return out
+
+
+@pytest.fixture
+def finished_index(workspace, tmp_path):
+  extract, export = os.path.join(workspace, "extract"), os.path.join(workspace, "export")
+  out = str(tmp_path / "index")
+  entity_encodings.encode_and_index(export, extract, out, ["brute_force"])
+  return extract, export, out
+
+
+def test_an_unknown_kind_is_refused_before_any_encoding(finished_index):
+  extract, export, out = finished_index
+  before, encoded = _snapshot(out), []
+  with pytest.raises(ValueError, match=r"Unknown index kinds \['bogus'\]"):
+    entity_encodings.encode_and_index(export, extract, out, ["bogus"], progress=encoded.append)
+  assert not encoded  # nothing was encoded
+  assert _snapshot(out) == before  # byte-identical: encodings, manifest, titles, row map, index
+  assert not os.path.exists(os.path.join(out, ".encoding"))
+
+
+def test_a_run_that_fails_while_indexing_leaves_the_earlier_output_and_resumes(
+    finished_index, monkeypatch):
+  extract, export, out = finished_index
+  before = _snapshot(out)
+  assert "row_entities.npy" in before
+
+  def out_of_memory(*args, **kwargs):
+    raise MemoryError("index build killed")
+
+  build = index_lib.EntityIndex.build
+  monkeypatch.setattr(index_lib.EntityIndex, "build", staticmethod(out_of_memory))
+  with pytest.raises(MemoryError):  # a new KB layout (one row per entity), then the failure
+    entity_encodings.encode_and_index(export, extract, out, ["brute_force"],
+                                      max_names_per_entity=0)
+  assert _snapshot(out) == before  # the earlier encodings, titles, row map and index, unchanged
+  with open(os.path.join(out, ".encoding", "done_shards.json")) as f:
+    assert json.load(f) == [0, 1]  # every shard encoded, kept for the next run
+  # Mark the finished work: a resumed run publishes it without encoding again.
+  partial = np.load(os.path.join(out, ".encoding", entity_encodings.ENCODINGS_FILE), mmap_mode="r+")
+  partial[0] = 0.0
+  partial.flush()
+  del partial
+  monkeypatch.setattr(index_lib.EntityIndex, "build", build)
+  summary = entity_encodings.encode_and_index(export, extract, out, ["brute_force"],
+                                              max_names_per_entity=0)
+  published = np.load(os.path.join(out, entity_encodings.ENCODINGS_FILE))
+  assert published.shape[0] == summary["num_rows"] == summary["num_entities"] == 306
+  assert not published[0].any()  # resumed, not encoded again
+  assert not os.path.exists(os.path.join(out, "row_entities.npy"))
+  with open(os.path.join(out, entity_encodings.ENCODINGS_MANIFEST)) as f:
+    assert json.load(f)["num_rows"] == 306
+  assert sorted(os.listdir(out)) == ["brute_force", entity_encodings.ENCODINGS_MANIFEST,
+                                     entity_encodings.ENCODINGS_FILE, "entity_titles.txt",
+                                     "indexes.json"]
+
+
+def test_another_stages_output_is_refused_before_any_encoding(workspace, tmp_path):
+  # --output_dir=WS/extract (or WS/reports): index files would have been mixed into it.
+  extract, export = os.path.join(workspace, "extract"), os.path.join(workspace, "export")
+  before, encoded = _snapshot(extract), []
+  with pytest.raises(FileExistsError, match=rf"--output_dir={re.escape(extract)} .*refusing to "
+                                            r"write into it"):
+    entity_encodings.encode_and_index(export, extract, extract, ["brute_force"],
+                                      progress=encoded.append)
+  assert not encoded and _snapshot(extract) == before
