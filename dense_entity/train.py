@@ -114,6 +114,10 @@ def main(argv):
   # Every input and setting is checked before the Trainer writes into --model_dir.
   if tf.io.gfile.exists(FLAGS.model_dir) and not tf.io.gfile.isdir(FLAGS.model_dir):
     raise NotADirectoryError(f"--model_dir={FLAGS.model_dir} is a file, not a directory")
+  # A model_dir with config.json is this stage's (resumed); another stage's output or other
+  # files are refused (fileio.check_output_dir).
+  from dense_entity.common import fileio  # pylint: disable=g-import-not-at-top
+  fileio.check_output_dir(FLAGS.model_dir, fileio.MODEL, "--model_dir")
   records.require_extraction(FLAGS.extract_dir)
   negative_files, mining_round = hard_negative_files(FLAGS.hard_negatives)
   cfg = config_from_flags()

@@ -6,7 +6,9 @@ Usage:
 
 Writes WS/index/entity_encodings.npy, entity_titles.txt, one index directory per kind and
 indexes.json (dense_entity.retrieval.entity_encodings.encode_and_index), with a progress bar
-(entities/s). A killed run resumes with the shards it had encoded.
+(entities/s). A killed run resumes with the shards it had encoded. Every flag and input is
+checked before any work; WS/index must be new, empty or hold earlier encodings and indexes,
+which stay as they were until the new encodings, titles and indexes are all built.
 """
 
 from absl import flags
@@ -27,8 +29,8 @@ def define_flags():
                     "Stored encodings: auto (float16 above 1 GiB of float32), float32, "
                     "float16.")
   flags.DEFINE_integer("max_names_per_entity",
-                       entity_encodings.DEFAULT_MAX_NAMES_PER_ENTITY,
-                       "Name rows per entity (its aliases, each a row of its own; retrieval "
+                       entity_encodings.DEFAULT_MAX_NAMES_PER_ENTITY, lower_bound=0,
+                       help="Name rows per entity (its aliases, each a row of its own; retrieval "
                        "scores an entity by its best row); 0: one row per entity.")
 
 
@@ -37,6 +39,10 @@ def main(argv):
   from tqdm import tqdm  # pylint: disable=g-import-not-at-top
   from dense_entity.kb import records  # pylint: disable=g-import-not-at-top
   from dense_entity.retrieval import entity_encodings  # pylint: disable=g-import-not-at-top
+  # Every flag and input is checked before the progress bar starts and anything is written.
+  entity_encodings.check_arguments(FLAGS.export_dir, FLAGS.extract_dir, FLAGS.output_dir,
+                                   FLAGS.kinds, FLAGS.storage_dtype,
+                                   FLAGS.max_names_per_entity)
   total = records.require_extraction(FLAGS.extract_dir).get("counts", {}).get("entities")
   with tqdm(total=total, unit="entity", desc="encoding", smoothing=0.1) as bar:
     summary = entity_encodings.encode_and_index(FLAGS.export_dir, FLAGS.extract_dir,
