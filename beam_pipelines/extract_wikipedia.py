@@ -24,7 +24,9 @@ is touched (patterns match files; dumps are MediaWiki XML exports with pages, no
 raw wikitext; lists hold lines of their kind); files are written to a staging directory inside
 DIR and moved into place only after the pipeline succeeded and read something (pages, entities,
 a line of each list given). A failed run exits non-zero and leaves a finished extraction in DIR
-as it was. Flags that are neither this module's nor Beam pipeline options are an error.
+as it was. DIR must be new, empty or an earlier extraction: a file, another stage's output (a
+model, reports, an index, ...) or a directory of other files is refused before any work.
+Flags that are neither this module's nor Beam pipeline options are an error.
 """
 
 import datetime
@@ -33,6 +35,7 @@ import sys
 from typing import Sequence
 
 from dense_entity.common import entry
+from dense_entity.common import fileio
 
 entry.quiet_native_logs()  # before beam_io loads TensorFlow: no native INFO/ERROR lines
 
@@ -44,6 +47,9 @@ def main(argv: Sequence[str]) -> None:
   """Entry point: absl flags for the extraction, every other flag goes to PipelineOptions."""
   from absl import flags  # pylint: disable=g-import-not-at-top
   flag_values = flags.FLAGS
+  # Before any work: an --output_dir that is a file, another stage's output (a model, reports,
+  # ...) or a directory of other files is refused (one line, exit 2).
+  fileio.check_output_dir(flag_values.output_dir, fileio.EXTRACTION)
   input_patterns = [p for p in flag_values.input.split(",") if p]
   started = datetime.datetime.now()
   try:
@@ -88,15 +94,18 @@ def _define_flags() -> None:
                     "their targets' entities, never entities.")
   flags.DEFINE_float("heldout_fraction", extraction.DEFAULT_HELDOUT_FRACTION,
                      "Fraction of source pages whose mentions are held out.")
-  flags.DEFINE_integer("num_shards", None, "Shards per TFRecord output (default: about "
-                       f"{beam_io.RECORDS_PER_SHARD} records per shard).")
+  flags.DEFINE_integer("num_shards", None, "Shards per TFRecord output, at least 1 (default: "
+                       f"about {beam_io.RECORDS_PER_SHARD} records per shard).", lower_bound=1)
   flags.DEFINE_string("multistream_index", None, "File pattern of the multistream index "
                       "file(s) (*-multistream-index.txt.bz2) of the input dumps: the dumps are "
                       "then read in ranges of bz2 streams, in parallel.")
   flags.DEFINE_boolean("detect_multistream_index", True, "Use X-multistream-index.txt.bz2 "
                        "found beside an input X-multistream.xml.bz2 without --multistream_index.")
   flags.DEFINE_float("multistream_range_mb", extraction.DEFAULT_RANGE_BYTES / (1 << 20),
-                     "Compressed MiB of bz2 streams per read work item of an indexed dump.")
+                     "Compressed MiB of bz2 streams per read work item of an indexed dump "
+                     "(> 0).")
+  flags.register_validator("multistream_range_mb", lambda mb: int(mb * (1 << 20)) >= 1,
+                           message="--multistream_range_mb must be > 0 (at least one byte)")
   flags.mark_flags_as_required(["input", "output_dir"])
 
 

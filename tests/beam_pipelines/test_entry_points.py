@@ -33,3 +33,57 @@ def test_misspelt_flag_exits_2_naming_it_and_writes_nothing(tmp_path, module, ar
   assert proc.returncode == 2, proc.stderr[-2000:]
   assert f"{flag} (did you mean {suggestion}?)" in proc.stderr
   assert not out.exists()
+
+
+def _dump(tmp_path):
+  inputs = tmp_path / "inputs"
+  inputs.mkdir()
+  dump = inputs / "dump.xml"
+  dump.write_text("<mediawiki><page><title>A</title><ns>0</ns><id>1</id>"
+                  "<revision><text>A.</text></revision></page></mediawiki>\n")
+  return dump
+
+
+def _run_extraction(*args):
+  proc = subprocess.run([sys.executable, "-m", "beam_pipelines.extract_wikipedia", *args],
+                        cwd=REPO_ROOT, capture_output=True, text=True, check=False, timeout=300)
+  assert proc.returncode == 2, proc.stderr[-2000:]
+  assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
+  return proc.stderr.strip().splitlines()[-1]
+
+
+@pytest.mark.parametrize("flag, message", [
+    ("--num_shards=-3", "flag --num_shards=-3: -3 is not a positive integer"),
+    ("--num_shards=0", "flag --num_shards=0: 0 is not a positive integer"),
+    ("--multistream_range_mb=-1", "--multistream_range_mb must be > 0"),
+])
+def test_a_flag_out_of_range_is_refused_at_parsing(tmp_path, flag, message):
+  # --num_shards=-3 wrote 'entities--0001-of--0003.tfrecord' files, exit 0.
+  out = tmp_path / "out"
+  line = _run_extraction(f"--input={_dump(tmp_path)}", f"--output_dir={out}", flag)
+  assert line.startswith("python -m beam_pipelines.extract_wikipedia: error: "), line
+  assert message in line, line
+  assert not out.exists()
+
+
+def test_an_output_dir_that_is_a_file_is_one_line_before_any_work(tmp_path):
+  # It exited 1 with two tracebacks (NotADirectoryError on .staging-...).
+  a_file = tmp_path / "out.txt"
+  a_file.write_text("keep")
+  line = _run_extraction(f"--input={_dump(tmp_path)}", f"--output_dir={a_file}")
+  assert line == (f"python -m beam_pipelines.extract_wikipedia: error: --output_dir={a_file} is "
+                  "a file, not a directory; give a new or empty directory for an extraction")
+  assert a_file.read_text() == "keep"
+
+
+def test_another_stages_output_dir_is_refused_and_left_as_it_was(tmp_path):
+  # --output_dir=WS/reports: the extraction was written among the reports.
+  reports = tmp_path / "reports"
+  reports.mkdir()
+  (reports / "eval.json").write_text("{}\n")
+  (reports / "eval.md").write_text("# DEER\n")
+  line = _run_extraction(f"--input={_dump(tmp_path)}", f"--output_dir={reports}")
+  assert line.startswith(f"python -m beam_pipelines.extract_wikipedia: error: "
+                         f"--output_dir={reports} holds evaluation reports (eval.json"), line
+  assert sorted(os.listdir(reports)) == ["eval.json", "eval.md"]
+  assert (reports / "eval.md").read_text() == "# DEER\n"
