@@ -303,11 +303,14 @@ def run(export_dir: str, index_dir: str, extract_dir: str, output_dir: str, roun
 
   Raises:
     FileExistsError: `output_dir` holds something other than a finished mining round (e.g.
-      WS/negatives itself, the parent of every round); checked before any work.
+      WS/negatives itself, the parent of every round, or an extraction); checked before any
+      work.
     ValueError / FileNotFoundError: from check_inputs, before any work.
   """
   check_inputs(round_, previous_dir, index_kind, k)
   output_dir = os.path.abspath(output_dir)
+  # Another stage's output (an extraction also has a MANIFEST.json) is refused, not replaced.
+  fileio.check_output_dir(output_dir, fileio.MINING_ROUND)
   fileio.check_replaceable(output_dir, schema.MANIFEST_FILE)
   parent = os.path.dirname(output_dir)
   os.makedirs(parent, exist_ok=True)

@@ -165,3 +165,10 @@ def test_a_rounds_settings_are_checked_before_the_pipeline_starts(tmp_path):
   with pytest.raises(ValueError, match="--round must be >= 1"):  # before any output is made
     mining.run("e", "i", "x", str(tmp_path / "out"), 0)
   assert not (tmp_path / "out").exists()
+  # An extraction also has a MANIFEST.json: it is another stage's output, never replaced.
+  extract = tmp_path / "extract"
+  extract.mkdir()
+  (extract / "MANIFEST.json").write_text(json.dumps({"record_files": {}, "counts": {}}))
+  with pytest.raises(FileExistsError, match=r"holds an extraction \(MANIFEST.json"):
+    mining.run("e", "i", "x", str(extract), 1)
+  assert sorted(os.listdir(extract)) == ["MANIFEST.json"]
