@@ -101,11 +101,13 @@ def test_a_dataset_with_no_mentions_is_an_error_naming_the_file(tmp_path, spec_f
     datasets.load(f"{spec_format}:{path}")
 
 
-@pytest.mark.parametrize("spec_format", ["aida", "jsonl"])
-def test_a_dataset_that_is_not_utf8_is_an_error_naming_the_file(tmp_path, spec_format):
+@pytest.mark.parametrize("spec_format, text", [
+    ("aida", "-DOCSTART- (1)\nM\u00fcller\tB\tM\u00fcller\tThomas_M\u00fcller\n"),
+    ("jsonl", '{"text": "Ok.", "mentions": []}\n{"text": "M\u00fcller", "mentions": []}\n'),
+])
+def test_a_dataset_that_is_not_utf8_is_an_error_naming_the_file(tmp_path, spec_format, text):
   path = tmp_path / "latin1.data"
-  path.write_bytes("-DOCSTART- (1)\nM\u00fcller\tB\tM\u00fcller\tThomas_M\u00fcller\n"
-                   .encode("latin-1"))
+  path.write_bytes(text.encode("latin-1"))  # line 2 holds the one non-UTF-8 byte
   with pytest.raises(ValueError, match=r"latin1.data(:2)?: not UTF-8 text"):
     datasets.load(f"{spec_format}:{path}")
 
