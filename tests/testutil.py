@@ -11,6 +11,19 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHARED_DATA = os.path.join(REPO_ROOT, "..", "shared", "data")
 
 
+def snapshot(directory, skip_dirs=()):
+  """{relative path: bytes} of every file under `directory` (folders named in `skip_dirs`, e.g.
+  work in progress, left out): to check that a failed run left a directory byte-identical."""
+  out = {}
+  for root, dirs, names in os.walk(directory):
+    dirs[:] = [d for d in dirs if d not in skip_dirs]
+    for name in names:
+      path = os.path.join(root, name)
+      with open(path, "rb") as f:
+        out[os.path.relpath(path, directory)] = f.read()
+  return out
+
+
 def shared_data(*parts):
   return os.path.join(SHARED_DATA, *parts)
 

@@ -24,17 +24,6 @@ def workspace(tmp_path_factory):
   return root
 
 
-def snapshot(directory):
-  """{relative path: bytes} of every file under `directory`."""
-  out = {}
-  for root, _, names in os.walk(directory):
-    for name in names:
-      path = os.path.join(root, name)
-      with open(path, "rb") as f:
-        out[os.path.relpath(path, directory)] = f.read()
-  return out
-
-
 def run(module, *args):
   proc = subprocess.run([sys.executable, "-m", module, *args], cwd=testutil.REPO_ROOT,
                         capture_output=True, text=True, check=False, timeout=300,
@@ -51,19 +40,19 @@ def test_encode_refuses_an_unknown_kind_before_encoding_and_keeps_the_index(work
   shutil.copytree(os.path.join(workspace, "index"), index)
   other_extract = str(tmp_path / "extract2")
   testutil.write_tiny_extraction(other_extract, repeats=2)
-  before = snapshot(index)
+  before = testutil.snapshot(index)
   line = run("export.encode_entities", f"--export_dir={workspace}/export",
              f"--extract_dir={other_extract}", f"--output_dir={index}", "--kinds=bogus")
   assert line.startswith("python -m export.encode_entities: error: Unknown index kinds "
                          "['bogus']"), line
-  assert snapshot(index) == before
+  assert testutil.snapshot(index) == before
   assert sorted(os.listdir(index)) == sorted(os.listdir(os.path.join(workspace, "index")))
 
 
 @pytest.mark.parametrize("stage_dir", ["extract", "reports"])
 def test_encode_and_build_refuse_another_stages_directory(workspace, stage_dir):
   out = os.path.join(workspace, stage_dir)
-  before = snapshot(out)
+  before = testutil.snapshot(out)
   line = run("export.encode_entities", f"--export_dir={workspace}/export",
              f"--extract_dir={workspace}/extract", f"--output_dir={out}",
              "--kinds=brute_force")
@@ -74,7 +63,7 @@ def test_encode_and_build_refuse_another_stages_directory(workspace, stage_dir):
              f"--titles={index}/entity_titles.txt", f"--output_dir={out}",
              "--kinds=brute_force", "--model_fingerprint=m")
   assert line.startswith(f"python -m export.build_index: error: --output_dir={out} "), line
-  assert snapshot(out) == before
+  assert testutil.snapshot(out) == before
 
 
 def test_build_index_names_a_file_of_the_wrong_kind(workspace, tmp_path):
@@ -97,11 +86,11 @@ def test_build_index_names_a_file_of_the_wrong_kind(workspace, tmp_path):
 def test_export_refuses_another_stages_directory_before_exporting(workspace):
   # The model does not even exist: the export directory is checked first, before any work.
   reports = os.path.join(workspace, "reports")
-  before = snapshot(reports)
+  before = testutil.snapshot(reports)
   line = run("export.export_model", f"--model_dir={workspace}/no_model",
              f"--export_dir={reports}")
   assert line == (f"python -m export.export_model: error: --export_dir={reports} holds "
                   "evaluation reports (eval.json, written by python -m dense_entity.evaluate), "
                   "not an export of the encoders; refusing to write into it: give another "
                   "directory")
-  assert snapshot(reports) == before
+  assert testutil.snapshot(reports) == before

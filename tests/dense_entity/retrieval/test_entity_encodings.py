@@ -12,6 +12,7 @@ from dense_entity.kb import schema
 from dense_entity.retrieval import entity_encodings
 from dense_entity.retrieval import index as index_lib
 from tests.dense_entity.retrieval.test_retriever import build_tiny_workspace
+from tests import testutil
 
 
 @pytest.fixture(scope="module")
@@ -156,16 +157,8 @@ def test_a_duplicate_title_is_an_error_naming_it(tmp_path):
 # inconsistent with entity_titles.txt, row_entities.npy and the indexes.
 
 
-def _snapshot(directory):
-  """{relative path: bytes} of every file under `directory`, work in progress left out."""
-  out = {}
-  for root, dirs, names in os.walk(directory):
-    dirs[:] = [d for d in dirs if d != ".encoding"]
-    for name in names:
-      path = os.path.join(root, name)
-      with open(path, "rb") as f:
-        out[os.path.relpath(path, directory)] = f.read()
-  return out
+def _work_snapshot(directory):
+  return testutil.snapshot(directory, skip_dirs=(".encoding",))
 
 
 @pytest.fixture
@@ -178,18 +171,19 @@ def finished_index(workspace, tmp_path):
 
 def test_an_unknown_kind_is_refused_before_any_encoding(finished_index):
   extract, export, out = finished_index
-  before, encoded = _snapshot(out), []
+  before, encoded = _work_snapshot(out), []
   with pytest.raises(ValueError, match=r"Unknown index kinds \['bogus'\]"):
     entity_encodings.encode_and_index(export, extract, out, ["bogus"], progress=encoded.append)
   assert not encoded  # nothing was encoded
-  assert _snapshot(out) == before  # byte-identical: encodings, manifest, titles, row map, index
+  # Byte-identical: encodings, manifest, titles, row map, index.
+  assert _work_snapshot(out) == before
   assert not os.path.exists(os.path.join(out, ".encoding"))
 
 
 def test_a_run_that_fails_while_indexing_leaves_the_earlier_output_and_resumes(
     finished_index, monkeypatch):
   extract, export, out = finished_index
-  before = _snapshot(out)
+  before = _work_snapshot(out)
   assert "row_entities.npy" in before
 
   def out_of_memory(*args, **kwargs):
@@ -200,7 +194,8 @@ def test_a_run_that_fails_while_indexing_leaves_the_earlier_output_and_resumes(
   with pytest.raises(MemoryError):  # a new KB layout (one row per entity), then the failure
     entity_encodings.encode_and_index(export, extract, out, ["brute_force"],
                                       max_names_per_entity=0)
-  assert _snapshot(out) == before  # the earlier encodings, titles, row map and index, unchanged
+  # The earlier encodings, titles, row map and index, unchanged.
+  assert _work_snapshot(out) == before
   with open(os.path.join(out, ".encoding", "done_shards.json")) as f:
     assert json.load(f) == [0, 1]  # every shard encoded, kept for the next run
   # Mark the finished work: a resumed run publishes it without encoding again.
@@ -225,9 +220,9 @@ def test_a_run_that_fails_while_indexing_leaves_the_earlier_output_and_resumes(
 def test_another_stages_output_is_refused_before_any_encoding(workspace, tmp_path):
   # --output_dir=WS/extract (or WS/reports): index files would have been mixed into it.
   extract, export = os.path.join(workspace, "extract"), os.path.join(workspace, "export")
-  before, encoded = _snapshot(extract), []
+  before, encoded = _work_snapshot(extract), []
   with pytest.raises(FileExistsError, match=rf"--output_dir={re.escape(extract)} .*refusing to "
                                             r"write into it"):
     entity_encodings.encode_and_index(export, extract, extract, ["brute_force"],
                                       progress=encoded.append)
-  assert not encoded and _snapshot(extract) == before
+  assert not encoded and _work_snapshot(extract) == before

@@ -12,22 +12,12 @@ import pytest
 
 from dense_entity.retrieval import index as index_lib
 from dense_entity.retrieval import index_builder
+from tests import testutil
 
 
 def unit_vectors(n, dim, seed=0):
   x = np.random.default_rng(seed).normal(size=(n, dim)).astype(np.float32)
   return x / np.linalg.norm(x, axis=1, keepdims=True)
-
-
-def snapshot(directory):
-  """{relative path: bytes} of every file under `directory`."""
-  out = {}
-  for root, _, names in os.walk(directory):
-    for name in names:
-      path = os.path.join(root, name)
-      with open(path, "rb") as f:
-        out[os.path.relpath(path, directory)] = f.read()
-  return out
 
 
 @pytest.fixture
@@ -42,16 +32,16 @@ def finished(tmp_path):
 
 def test_an_unknown_kind_is_refused_before_anything_is_written(finished):
   # The user asks for --kinds=bogus over a finished index directory.
-  before = snapshot(finished)
+  before = testutil.snapshot(finished)
   with pytest.raises(ValueError, match=r"Unknown index kinds \['bogus'\]"):
     index_builder.build_indexes(unit_vectors(30, 8, seed=1), [f"New {i}" for i in range(30)],
                                 finished, ["brute_force", "bogus"], "model-new")
-  assert snapshot(finished) == before
+  assert testutil.snapshot(finished) == before
 
 
 def test_a_build_that_fails_leaves_the_earlier_index_as_it_was(finished, monkeypatch):
   # The second kind's build fails (out of memory, a ScaNN error) after the first is built.
-  before = snapshot(finished)
+  before = testutil.snapshot(finished)
   build = index_lib.EntityIndex.build
 
   def fail_on_ah(encodings, kind, *args, **kwargs):
@@ -63,7 +53,7 @@ def test_a_build_that_fails_leaves_the_earlier_index_as_it_was(finished, monkeyp
   with pytest.raises(MemoryError):
     index_builder.build_indexes(unit_vectors(30, 8, seed=1), [f"New {i}" for i in range(30)],
                                 finished, ["brute_force", "ah"], "model-new")
-  assert snapshot(finished) == before  # titles, row map, brute_force and indexes.json
+  assert testutil.snapshot(finished) == before  # titles, row map, brute_force and indexes.json
   assert not [n for n in os.listdir(finished) if n.startswith(".staging-")]
 
 
@@ -92,13 +82,13 @@ def test_another_stages_directory_is_refused_and_left_as_it_was(tmp_path):
   extract.mkdir()
   (extract / "MANIFEST.json").write_text('{"record_files": {}, "counts": {}}')
   (extract / "entities-00000-of-00001.tfrecord").write_bytes(b"records")
-  before = snapshot(extract)
+  before = testutil.snapshot(extract)
   with pytest.raises(FileExistsError, match=rf"--output_dir={re.escape(str(extract))} holds an "
                                             r"extraction "
                                             r"\(MANIFEST.json"):
     index_builder.build_indexes(unit_vectors(5, 4), list("abcde"), str(extract),
                                 ["brute_force"], "m")
-  assert snapshot(extract) == before
+  assert testutil.snapshot(extract) == before
 
 
 def test_titles_that_are_not_utf8_are_named_by_file_and_line(tmp_path):
