@@ -1,4 +1,5 @@
-"""Measuring retrieval (paper section 5): evaluation datasets (AIDA, JSONL, NIF, Wikinews),
+"""Measuring retrieval (paper section 5): evaluation datasets (AIDA, JSONL, NIF, Wikinews; and
+their linked mentions as training examples, labeled_mentions),
 recall@k with title resolution, the baselines (alias table AT-Prior / AT-Ext, BM25), the
 evaluator and its reports and plots, context probes, and the index speed / recall trade-off.
 
