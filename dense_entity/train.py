@@ -14,7 +14,6 @@ before anything is written.
 
 import json
 import logging
-import os
 from typing import List, Optional, Tuple
 
 from absl import flags
@@ -86,21 +85,8 @@ def hard_negative_files(negatives_dir: Optional[str]) -> Tuple[List[str], int]:
   """
   if not negatives_dir:
     return [], 0
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from dense_entity.kb import schema  # pylint: disable=g-import-not-at-top
-  path = os.path.join(negatives_dir, schema.MANIFEST_FILE)
-  if not tf.io.gfile.exists(path):
-    raise FileNotFoundError(
-        f"--hard_negatives={negatives_dir} holds no finished mining round ({path} is missing); "
-        "run `python -m beam_pipelines.mine_hard_negatives --output_dir=...` first")
-  with tf.io.gfile.GFile(path) as f:
-    manifest = json.load(f)
-  files = sorted(tf.io.gfile.glob(os.path.join(negatives_dir, schema.NEGATIVES_PREFIX + "-*")))
-  if not files or "round" not in manifest:
-    raise FileNotFoundError(f"--hard_negatives={negatives_dir}: {path} is not a mining "
-                            f"round's manifest, or no {schema.NEGATIVES_PREFIX}-* files are "
-                            "beside it")
-  return files, int(manifest["round"])
+  from dense_entity.kb import records  # pylint: disable=g-import-not-at-top
+  return records.mining_round_files(negatives_dir, "--hard_negatives")
 
 
 def main(argv):

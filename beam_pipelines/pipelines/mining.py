@@ -31,6 +31,7 @@ import tensorflow as tf
 from beam_pipelines.pipelines import beam_io
 from beam_pipelines.pipelines import extraction
 from dense_entity.common import fileio
+from dense_entity.kb import records as kb_records
 from dense_entity.kb import schema
 from dense_entity.kb.titles import resolve_redirect
 
@@ -274,21 +275,9 @@ def check_inputs(round_: int, previous_dir: Optional[str], index_kind: str, k: i
     raise ValueError(f"--index_kind={index_kind!r} is not one of {list(index_lib.KINDS)}")
   if not previous_dir:
     return
-  manifest_path = os.path.join(previous_dir, schema.MANIFEST_FILE)
-  manifest = None
-  if tf.io.gfile.exists(manifest_path):
-    with tf.io.gfile.GFile(manifest_path) as f:
-      try:
-        manifest = json.load(f)
-      except ValueError:
-        manifest = None
-  files = tf.io.gfile.glob(os.path.join(previous_dir, schema.NEGATIVES_PREFIX + "-*"))
-  if not isinstance(manifest, dict) or "round" not in manifest or not files:
-    raise FileNotFoundError(
-        f"--previous_dir={previous_dir} holds no finished mining round (a MANIFEST.json with "
-        f"its round and {schema.NEGATIVES_PREFIX}-* files)")
-  if int(manifest["round"]) >= round_:
-    raise ValueError(f"--previous_dir={previous_dir} is round {manifest['round']}, not a round "
+  _, previous_round = kb_records.mining_round_files(previous_dir, "--previous_dir")
+  if previous_round >= round_:
+    raise ValueError(f"--previous_dir={previous_dir} is round {previous_round}, not a round "
                      f"before --round={round_}")
 
 

@@ -3,7 +3,7 @@
 
 import json
 import os
-from typing import List
+from typing import List, Tuple
 
 import tensorflow as tf
 
@@ -40,6 +40,35 @@ def require_extraction(extract_dir: str) -> dict:
         "`python -m beam_pipelines.extract_wikipedia --output_dir=...` first)")
   with tf.io.gfile.GFile(path) as f:
     return json.load(f)
+
+
+def mining_round_files(negatives_dir: str, flag: str) -> Tuple[List[str], int]:
+  """The sorted pair files and round number of a finished hard negative mining round.
+
+  Args:
+    negatives_dir: the round's output directory (WS/negatives/round_N).
+    flag: the command-line flag that named it, for the message (e.g. '--hard_negatives').
+
+  Raises:
+    FileNotFoundError: naming `flag` and the directory, when it has no MANIFEST.json, its
+      MANIFEST.json is not a mining round's (no 'round'), or no hard_negatives-* files are
+      beside it.
+  """
+  path = os.path.join(negatives_dir, schema.MANIFEST_FILE)
+  if not tf.io.gfile.exists(path):
+    raise FileNotFoundError(
+        f"{flag}={negatives_dir} holds no finished mining round ({path} is missing); run "
+        "`python -m beam_pipelines.mine_hard_negatives --output_dir=...` first")
+  try:
+    with tf.io.gfile.GFile(path) as f:
+      manifest = json.load(f)
+  except ValueError:
+    manifest = None
+  files = sorted(tf.io.gfile.glob(os.path.join(negatives_dir, schema.NEGATIVES_PREFIX + "-*")))
+  if not isinstance(manifest, dict) or "round" not in manifest or not files:
+    raise FileNotFoundError(f"{flag}={negatives_dir}: {path} is not a mining round's manifest, "
+                            f"or no {schema.NEGATIVES_PREFIX}-* files are beside it")
+  return files, int(manifest["round"])
 
 
 def record_files(extract_dir: str, prefix: str) -> List[str]:
