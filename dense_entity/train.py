@@ -9,7 +9,9 @@ values it was trained with (config.json there); the training flags given (--trai
 refused with one line naming the flag and both values (dense_entity.training.provenance),
 before anything is written.
 --train_dataset adds an entity-linking dataset's linked mentions as their own split
-(evaluation.labeled_mentions; e.g. AIDA-CoNLL train, as a tuning stage on a copy of the model).
+(evaluation.labeled_mentions; e.g. AIDA-CoNLL train, as a tuning stage on a copy of the model);
+--train_redirects_fraction adds the KB's redirects as context-free mentions of their targets
+(kb.redirect_examples), another split.
 """
 
 import json
@@ -54,6 +56,12 @@ flags.DEFINE_multi_string("train_dataset", [], "Entity-linking dataset whose lin
 flags.DEFINE_float("train_dataset_fraction", 0.5, "With --train_dataset: the fraction of "
                    "steps whose batch comes from those mentions (1: them alone, a "
                    "fine-tuning stage), in (0, 1].")
+flags.DEFINE_float("train_redirects_fraction", 0.0, "Fraction of steps whose batch is "
+                   "redirect -> entity pairs of the KB as mentions without context "
+                   "(kb.redirect_examples); 0: none. With --train_dataset_fraction, sums to "
+                   "at most 1.")
+flags.DEFINE_integer("train_redirects_max", 200_000, "With --train_redirects_fraction: the "
+                     "most redirect pairs drawn from the KB (uniformly, seeded).", lower_bound=1)
 flags.DEFINE_string("hard_negatives", None, "Directory of a mining round's output "
                     "(WS/negatives/round_N): train with the softmax and logistic tasks.")
 
@@ -108,26 +116,42 @@ def main(argv):
   negative_files, mining_round = hard_negative_files(FLAGS.hard_negatives)
   cfg = config_from_flags()
   config_lib.validate(cfg)
-  labeled = None
+  # name -> (examples, fraction, stage record) of each labeled split.
+  splits = {}
+  fraction = FLAGS.train_dataset_fraction if FLAGS.train_dataset else 0.0
+  if FLAGS.train_dataset and not 0.0 < fraction <= 1.0:
+    raise ValueError(f"--train_dataset_fraction must be in (0, 1], got {fraction}")
+  if not 0.0 <= FLAGS.train_redirects_fraction <= 1.0:
+    raise ValueError(f"--train_redirects_fraction must be in [0, 1], got "
+                     f"{FLAGS.train_redirects_fraction}")
+  if fraction + FLAGS.train_redirects_fraction > 1.0 + 1e-9:
+    raise ValueError(f"--train_dataset_fraction={fraction} and --train_redirects_fraction="
+                     f"{FLAGS.train_redirects_fraction} sum over 1")
   if FLAGS.train_dataset:
-    if not 0.0 < FLAGS.train_dataset_fraction <= 1.0:
-      raise ValueError(f"--train_dataset_fraction must be in (0, 1], got "
-                       f"{FLAGS.train_dataset_fraction}")
     from dense_entity.evaluation import labeled_mentions  # pylint: disable=g-import-not-at-top
     labeled, labeled_stats = labeled_mentions.load(FLAGS.train_dataset, FLAGS.extract_dir)
     print(json.dumps({"labeled_mentions": labeled_stats}, indent=2))
+    splits["labeled"] = (labeled, fraction, {
+        "datasets": list(FLAGS.train_dataset), "fraction": fraction, "counts": labeled_stats})
+  if FLAGS.train_redirects_fraction > 0:
+    from dense_entity.kb import redirect_examples  # pylint: disable=g-import-not-at-top
+    pairs, pair_stats = redirect_examples.load(FLAGS.extract_dir, FLAGS.train_redirects_max,
+                                               seed=cfg.train.seed)
+    print(json.dumps({"redirect_examples": pair_stats}, indent=2))
+    splits["redirects"] = (pairs, FLAGS.train_redirects_fraction, {
+        "fraction": FLAGS.train_redirects_fraction,
+        "max_pairs": FLAGS.train_redirects_max, "counts": pair_stats})
   strategy = distribute_utils.get_strategy(FLAGS.strategy, FLAGS.tpu, FLAGS.num_cpu_devices)
   trainer = trainer_lib.Trainer(cfg, FLAGS.extract_dir, FLAGS.model_dir, strategy)
   if negative_files:
     trainer.set_hard_negatives(negative_files, mining_round)
   start = int(trainer.step.numpy())
-  if labeled is not None:
-    trainer.set_labeled_mentions(labeled, FLAGS.train_dataset_fraction)
+  for name, (examples, split_fraction, _) in splits.items():
+    trainer.set_labeled_mentions(examples, split_fraction, name=name)
   metrics = trainer.train()
-  if labeled is not None:
+  for name, (_, _, stage) in splits.items():
     provenance.record_labeled_mentions(FLAGS.model_dir, {
-        "datasets": list(FLAGS.train_dataset), "fraction": FLAGS.train_dataset_fraction,
-        "from_step": start, "to_step": int(trainer.step.numpy()), "counts": labeled_stats})
+        **stage, "split": name, "from_step": start, "to_step": int(trainer.step.numpy())})
   print(json.dumps(metrics, indent=2))
 
 

@@ -64,11 +64,12 @@ def mention_example(row, source_page="Norland", mention_id="1:0"):
   return tf.train.Example(features=tf.train.Features(feature=feats))
 
 
-def write_tiny_extraction(extract_dir, repeats=4, mentions=None):
+def write_tiny_extraction(extract_dir, repeats=4, mentions=None, aliases=None):
   """Writes train/held-out mention shards, an entity shard and a MANIFEST.json.
 
   `mentions` (default MENTIONS) are rows as in MENTIONS; training holds them `repeats` times,
-  the held-out shard once.
+  the held-out shard once. `aliases` (title -> redirect titles) fills ENTITY_ALIASES (default:
+  none).
   """
   os.makedirs(extract_dir, exist_ok=True)
   MENTIONS = mentions or globals()["MENTIONS"]  # pylint: disable=invalid-name
@@ -86,7 +87,7 @@ def write_tiny_extraction(extract_dir, repeats=4, mentions=None):
     for title in sorted(entities):
       text, cats = entities[title]
       feats = {schema.ENTITY_TITLE: _bytes([title]), schema.ENTITY_TEXT: _bytes([text]),
-               schema.ENTITY_CATEGORIES: _bytes(cats), schema.ENTITY_ALIASES: _bytes([]),
+               schema.ENTITY_CATEGORIES: _bytes(cats), schema.ENTITY_ALIASES: _bytes((aliases or {}).get(title, [])),
                schema.ENTITY_SOURCE: _bytes(["page"])}
       w.write(tf.train.Example(features=tf.train.Features(feature=feats)).SerializeToString())
   with open(os.path.join(extract_dir, schema.ALIAS_COUNTS_FILE), "w") as f:

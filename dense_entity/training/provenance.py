@@ -106,9 +106,11 @@ def write_trained_on(model_dir: str, extraction: dict, glove_path: Optional[str]
 
 
 def record_labeled_mentions(model_dir: str, stage: Mapping[str, Any]) -> None:
-  """Appends a training stage on labeled (entity-linking dataset) mentions to the model_dir's
-  `trained_on.json` under 'labeled_mentions' (datasets, fraction, steps, counts), so a model
-  tuned on them is told apart from one trained on Wikipedia alone. Written atomically."""
+  """Appends a training stage on a labeled split to the model_dir's `trained_on.json` under
+  'labeled_mentions' (split: 'labeled' for entity-linking datasets' mentions, with their
+  datasets, or 'redirects' for the KB's redirect pairs; fraction, steps, counts), so a model
+  tuned on them is told apart from one trained on Wikipedia anchors alone. Written
+  atomically."""
   record = read_trained_on(model_dir) or {}
   record.setdefault("labeled_mentions", []).append(dict(stage))
   path = os.path.join(model_dir, TRAINED_ON_FILE)

@@ -17,7 +17,7 @@ import logging
 import math
 import os
 import time
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -139,8 +139,8 @@ class Trainer:
     self._steps = steps_lib.TrainSteps(self.model, self.optimizer, self.strategy, tc, self.step)
     self._train_fn = self._evaluator = None
     self.negative_files: List[str] = []
-    self.labeled_mentions: Optional[Dict[str, List[bytes]]] = None
-    self.labeled_fraction = 0.0
+    # Labeled splits trained on beside the extraction's mentions: name -> (examples, fraction).
+    self.labeled_sources: Dict[str, Tuple[Dict[str, List[bytes]], float]] = {}
     self._num_train_mentions = num_train
     self.last_heldout_auc = float("nan")
 
@@ -200,71 +200,87 @@ class Trainer:
     self.mining_round.assign(mining_round)
     self._train_fn = None  # train() traces the steps again, with new iterators
 
-  def set_labeled_mentions(self, examples: Dict[str, List[bytes]], fraction: float) -> None:
+  def set_labeled_mentions(self, examples: Dict[str, List[bytes]], fraction: float,
+                           name: str = "labeled") -> None:
     """Trains from now on with batches of these labeled mentions beside the extraction's.
 
-    Each step's global batch comes whole from one source: from `examples` with probability
-    `fraction`, else from the extraction's training mentions (1.0: the labeled mentions
+    Each step's global batch comes whole from one source: from the split `name` with
+    probability `fraction`, from each other split set before with its own fraction, else
+    from the extraction's training mentions (fractions summing to 1: the labeled splits
     alone, a fine-tuning stage). In-batch negatives are the other golds of the same batch.
+    Calling again with the same `name` replaces that split.
 
     Args:
       examples: records.MENTION_SPEC name -> `[n]` bytes values, categories and aliases
-        '|'-joined (evaluation.labeled_mentions.load).
-      fraction: in (0, 1].
+        '|'-joined (evaluation.labeled_mentions.load, kb.redirect_examples.load).
+      fraction: in (0, 1]; the fractions of all splits sum to at most 1.
+      name: the split's name ('labeled': entity-linking datasets; 'redirects').
 
     Raises:
-      ValueError: for a fraction outside (0, 1], missing keys, unequal lengths, or fewer
-        examples than one batch.
+      ValueError: for a fraction outside (0, 1], fractions summing over 1, missing keys,
+        unequal lengths, or fewer examples than one batch.
     """
     if not 0.0 < fraction <= 1.0:
-      raise ValueError(f"labeled mention fraction must be in (0, 1], got {fraction}")
+      raise ValueError(f"{name} fraction must be in (0, 1], got {fraction}")
+    others = sum(f for n, (_, f) in self.labeled_sources.items() if n != name)
+    if others + fraction > 1.0 + 1e-9:
+      raise ValueError(f"{name} fraction {fraction} with the other labeled splits' "
+                       f"{others} sums over 1")
     missing = sorted(set(records.MENTION_SPEC) - set(examples))
     if missing:
-      raise ValueError(f"labeled mentions lack the features {missing}")
-    sizes = {len(examples[name]) for name in records.MENTION_SPEC}
+      raise ValueError(f"{name} mentions lack the features {missing}")
+    sizes = {len(examples[key]) for key in records.MENTION_SPEC}
     if len(sizes) != 1:
-      raise ValueError(f"labeled mention features have unequal lengths {sorted(sizes)}")
+      raise ValueError(f"{name} mention features have unequal lengths {sorted(sizes)}")
     n = sizes.pop()
     if n < self.cfg.train.batch_size:
-      raise ValueError(f"{n} labeled mentions, fewer than one batch of "
+      raise ValueError(f"{n} {name} mentions, fewer than one batch of "
                        f"{self.cfg.train.batch_size}")
-    self.labeled_mentions = {name: list(examples[name]) for name in records.MENTION_SPEC}
-    self.labeled_fraction = float(fraction)
+    self.labeled_sources[name] = ({key: list(examples[key]) for key in records.MENTION_SPEC},
+                                  float(fraction))
     self._train_fn = None  # train() builds the mixed input and traces the steps again
 
   def _train_dataset(self) -> tf.distribute.DistributedDataset:
-    """The extraction's training mentions, mixed with the labeled ones when set."""
+    """The extraction's training mentions, mixed with the labeled splits when set."""
     tc = self.cfg.train
-    if self.labeled_mentions is None:
+    if not self.labeled_sources:
       return steps_lib.distributed_dataset(self.strategy, self.train_files, tc, repeat=True,
                                            shuffle=True)
-    labeled = {name: tf.constant(values, tf.string)
-               for name, values in self.labeled_mentions.items()}
-    fraction = self.labeled_fraction
+    names = sorted(self.labeled_sources)
+    splits = [{key: tf.constant(values, tf.string)
+               for key, values in self.labeled_sources[n][0].items()} for n in names]
+    sizes = [len(self.labeled_sources[n][0][schema.ENTITY_TITLE]) for n in names]
+    # Cumulative fractions in millionths: a draw r in [0, 1e6) below bounds[i] and not below
+    # bounds[i - 1] picks split i; r at or above the last bound picks the extraction's.
+    bounds = np.cumsum([int(round(self.labeled_sources[n][1] * 1_000_000)) for n in names])
+    with_wiki = bounds[-1] < 1_000_000
 
     def dataset_fn(ctx: tf.distribute.InputContext):
       per_replica = ctx.get_per_replica_batch_size(tc.batch_size)
-      own = tf.data.Dataset.from_tensor_slices(labeled)
-      if ctx.num_input_pipelines > 1:
-        own = own.shard(ctx.num_input_pipelines, ctx.input_pipeline_id)
-      own = own.shuffle(len(self.labeled_mentions[schema.ENTITY_TITLE]), seed=tc.seed,
-                        reshuffle_each_iteration=True).repeat()
-      own = own.batch(per_replica, drop_remainder=True)
-      if fraction >= 1.0:
-        return own.prefetch(tf.data.AUTOTUNE)
-      wiki = records.mention_dataset(
-          self.train_files, per_replica, shuffle_buffer=tc.shuffle_buffer, repeat=True,
-          seed=tc.seed, drop_remainder=True,
-          shard=(ctx.num_input_pipelines, ctx.input_pipeline_id))
+      sources = []
+      for i, (split, size) in enumerate(zip(splits, sizes)):
+        own = tf.data.Dataset.from_tensor_slices(split)
+        if ctx.num_input_pipelines > 1:
+          own = own.shard(ctx.num_input_pipelines, ctx.input_pipeline_id)
+        own = own.shuffle(size, seed=tc.seed + i, reshuffle_each_iteration=True).repeat()
+        sources.append(own.batch(per_replica, drop_remainder=True))
+      if len(sources) == 1 and not with_wiki:
+        return sources[0].prefetch(tf.data.AUTOTUNE)
+      if with_wiki:
+        sources.append(records.mention_dataset(
+            self.train_files, per_replica, shuffle_buffer=tc.shuffle_buffer, repeat=True,
+            seed=tc.seed, drop_remainder=True,
+            shard=(ctx.num_input_pipelines, ctx.input_pipeline_id)))
+      limits = tf.constant(bounds, tf.int64)
       # The replicas of one step take consecutive batches: draw per global step, so one
       # step's replicas all hold batches of one source (the same seed on every pipeline).
       replicas = ctx.num_replicas_in_sync // max(ctx.num_input_pipelines, 1)
       choice = tf.data.Dataset.random(seed=tc.seed).map(
-          lambda r: tf.cast(tf.math.floormod(r, 1_000_000) < int(fraction * 1_000_000),
-                            tf.int64))
+          lambda r: tf.reduce_sum(tf.cast(tf.math.floormod(r, 1_000_000) >= limits,
+                                          tf.int64)))
       choice = choice.flat_map(lambda c: tf.data.Dataset.from_tensors(c).repeat(
           max(replicas, 1)))
-      return tf.data.Dataset.choose_from_datasets([wiki, own], choice).prefetch(
+      return tf.data.Dataset.choose_from_datasets(sources, choice).prefetch(
           tf.data.AUTOTUNE)
 
     return self.strategy.distribute_datasets_from_function(dataset_fn)

@@ -182,6 +182,10 @@ def test_hard_negatives_that_are_not_a_mining_round_are_refused_naming_the_flag(
     (["--batch_size=0"], "batch_size must be >= 1, got 0"),
     (["--hard_negatives=/nonexistent/round_1"], "--hard_negatives=/nonexistent/round_1 holds "
                                                 "no finished mining round"),
+    (["--train_dataset=jsonl:/nonexistent.jsonl", "--train_dataset_fraction=0.8",
+      "--train_redirects_fraction=0.5"],
+     "--train_dataset_fraction=0.8 and --train_redirects_fraction=0.5 sum over 1"),
+    (["--train_redirects_fraction=0.5"], "no entity of the KB in "),
 ])
 def test_train_command_checks_its_inputs_before_writing_the_model_dir(tmp_path, args, message):
   extract, model_dir = str(tmp_path / "extract"), tmp_path / "model"
