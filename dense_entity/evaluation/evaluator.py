@@ -251,7 +251,7 @@ def evaluate_workspace(root: str, dataset_specs: Sequence[str] = (), max_mention
   path) a calibrator is fitted on DEER's scores of the dataset named `nil_dataset` (default:
   the first dataset given with a NIL-labelled mention) and written there; that calibrator, or
   else `nil_calibrator` ('auto': WS/export/nil_calibrator.json when it exists; None or '':
-  none), is scored on every section with a mention whose answer is NIL: report section "nil"
+  none), is scored on every section with a NIL-labelled mention: report section "nil"
   (NIL precision / recall / F1, accuracy over all mentions, reliability bins; in-sample on the
   dataset it was fitted on), and WS/reports/nil_reliability.png.
 
@@ -366,9 +366,9 @@ def _nil_calibrator(ws, report, outcomes, fit_path, fit_dataset, given, apply_pa
   the other report files."""
   fingerprint = report["model_fingerprint"]
   if fit_path:
-    scores, gold_nil, top1_correct = outcomes[fit_dataset]
+    scores, gold_nil, top1_correct, not_in_kb = outcomes[fit_dataset]
     calibrator = nil_calibration.fit_calibrator(
-        scores, top1_correct, gold_nil, objective,
+        scores, top1_correct, gold_nil, objective, gold_not_in_kb=not_in_kb,
         info={"model_fingerprint": fingerprint, "index": report["index"],
               "num_entities": report["num_entities"],
               "fitted_on": {"dataset": fit_dataset, "path": os.path.abspath(specs[fit_dataset]),
@@ -381,9 +381,10 @@ def _nil_calibrator(ws, report, outcomes, fit_path, fit_dataset, given, apply_pa
     where = os.path.abspath(apply_path if apply_path != "auto" else
                             os.path.join(ws.export, nil_lib.NIL_CALIBRATOR_FILE))
   report["nil_calibrator"] = {"path": where, **calibrator.to_dict()}
-  for name, (scores, gold_nil, top1_correct) in outcomes.items():
+  for name, (scores, gold_nil, top1_correct, not_in_kb) in outcomes.items():
     if any(gold_nil):
-      nil = nil_calibration.evaluate_calibrator(calibrator, scores, top1_correct, gold_nil)
+      nil = nil_calibration.evaluate_calibrator(calibrator, scores, top1_correct, gold_nil,
+                                                not_in_kb)
       nil["in_sample"] = bool(fit_path) and name == fit_dataset
       report["datasets"][name]["nil"] = nil
   return calibrator

@@ -210,23 +210,25 @@ def recall_curve(rankings: Sequence[Sequence[str]], gold: Sequence[str], kb_titl
   return curve
 
 
+
 def top1_outcomes(rankings: Sequence[Sequence[str]], gold: Sequence[str], kb_titles: Set[str],
                   redirects: Redirects, nil_labels: Sequence[str] = DEFAULT_NIL_LABELS
-                  ) -> Tuple[List[bool], List[bool]]:
-  """Per mention: whether its answer is NIL, and whether the top-1 prediction is its gold.
-
-  For NIL prediction (evaluation.nil_calibration): a mention's answer is NIL when its gold is
-  a NIL label or names no KB entity (missing from the KB, or unresolvable): NIL means "not in
-  the KB", as in TAC-KBP. Same resolution rules as `score_rankings`.
+                  ) -> Tuple[List[bool], List[bool], List[bool]]:
+  """Per mention: whether its gold is NIL, whether the top-1 prediction is its gold entity,
+  and whether its (non-NIL) gold names no KB entity. For NIL prediction
+  (evaluation.nil_calibration). Same resolution rules as `score_rankings`.
 
   Args:
     rankings, gold, kb_titles, redirects, nil_labels: as in `score_rankings`.
 
   Returns:
-    (gold_nil `[mentions]`, top1_correct `[mentions]`) lists of bools; never both True.
+    (gold_nil, top1_correct, gold_not_in_kb), each `[mentions]` bools: gold_nil for a NIL
+    label; gold_not_in_kb for a gold missing from the KB or unresolvable; top1_correct only for
+    in-KB gold ranked first. At most one of the three is True for a mention.
 
   Raises:
     ValueError: if lengths differ.
   """
   categories, ranks = _gold_ranks(rankings, gold, kb_titles, redirects, nil_labels)
-  return ([c != _IN_KB for c in categories], [r == 0 for r in ranks])
+  return ([c == _NIL for c in categories], [r == 0 for r in ranks],
+          [c in (_MISSING, _UNRESOLVABLE) for c in categories])

@@ -9,12 +9,15 @@ maximises accuracy over all mentions, NIL counted, or NIL F1 on the development 
 precision, recall, F1; accuracy over all mentions) and `reliability` (predicted probability
 against observed accuracy, in bins).
 
-What counts as right (`metrics.top1_outcomes`): a mention's answer is NIL when its gold is a
-NIL label ('--NME--') or names no entity of the KB (missing from the KB or unresolvable: the
-TAC-KBP definition, NIL = not in the KB); otherwise its answer is the gold entity. A linked
-mention is right when the top-1 entity is its gold entity; a NIL prediction is right when its
-answer is NIL. The calibrator's target is "top-1 right" (y = 1 when the top-1 entity is the
-gold entity), so p is meaningful for in-KB misses too (they are wrong whether linked or not).
+What counts as right (`metrics.top1_outcomes`): a mention with a NIL label as gold
+('--NME--', 'NIL', null) is NIL; NIL precision, recall and F1 are over those (the benchmark's
+definition: AIDA testa has 1,126). A linked mention is right when its top-1 entity is its gold
+entity; a NIL answer is right when the gold is NIL. A mention whose gold entity is not in the
+KB (renamed, or unresolvable) can be answered right by neither and counts as wrong in
+`accuracy`; `accuracy_not_in_kb_as_nil` counts a NIL answer to it as right instead (TAC-KBP's
+definition, NIL = not in the KB), and `num_gold_not_in_kb_predicted_nil` says how many got it.
+The calibrator's target is "top-1 right" (y = 1 when the top-1 entity is the gold entity), so
+p is meaningful for every mention, NIL or not.
 """
 
 from typing import Dict, Optional, Sequence
@@ -78,31 +81,37 @@ def fit_logistic(x: np.ndarray, y: Sequence[int], l2: float = DEFAULT_L2,
 
 
 def nil_metrics(pred_nil: Sequence[bool], top1_correct: Sequence[bool],
-                gold_nil: Sequence[bool]) -> Dict[str, float]:
+                gold_nil: Sequence[bool],
+                gold_not_in_kb: Optional[Sequence[bool]] = None) -> Dict[str, float]:
   """NIL precision, recall and F1, and accuracy over all mentions (NIL counted).
 
   Args:
     pred_nil: `[n]` whether the system says NIL.
     top1_correct: `[n]` whether the top-1 entity is the gold entity (False for NIL gold).
-    gold_nil: `[n]` whether the mention's answer is NIL (see the module docstring).
+    gold_nil: `[n]` whether the gold is a NIL label (see the module docstring).
+    gold_not_in_kb: `[n]` whether a non-NIL gold names no KB entity; default all False.
 
   Returns:
     {"num_mentions", "num_gold_nil", "num_predicted_nil", "num_nil_correct" (predicted NIL and
-     gold NIL), "num_correct" (ints); "nil_precision", "nil_recall", "nil_f1", "accuracy",
-     "accuracy_without_nil" (accuracy when nothing is predicted NIL: the top-1 entity always
-     linked)}, fractions in [0, 1]; an empty denominator gives 0.0.
+     gold NIL), "num_correct", "num_gold_not_in_kb", "num_gold_not_in_kb_predicted_nil" (ints);
+     "nil_precision", "nil_recall", "nil_f1", "accuracy", "accuracy_without_nil" (accuracy
+     when nothing is predicted NIL: the top-1 entity always linked),
+     "accuracy_not_in_kb_as_nil"}, fractions in [0, 1]; an empty denominator gives 0.0.
 
   Raises:
-    ValueError: lengths differ, or a mention is both gold NIL and top-1 correct.
+    ValueError: lengths differ, or a mention is top-1 correct and gold NIL or not in the KB.
   """
   pred_nil = np.asarray(pred_nil, bool)
   top1_correct = np.asarray(top1_correct, bool)
   gold_nil = np.asarray(gold_nil, bool)
-  if not pred_nil.shape == top1_correct.shape == gold_nil.shape:
+  not_in_kb = (np.zeros_like(gold_nil) if gold_not_in_kb is None
+               else np.asarray(gold_not_in_kb, bool))
+  if not pred_nil.shape == top1_correct.shape == gold_nil.shape == not_in_kb.shape:
     raise ValueError(f"lengths differ: {pred_nil.shape}, {top1_correct.shape}, "
-                     f"{gold_nil.shape}")
-  if np.any(top1_correct & gold_nil):
-    raise ValueError("a mention whose answer is NIL cannot have a correct top-1 entity")
+                     f"{gold_nil.shape}, {not_in_kb.shape}")
+  if np.any(top1_correct & (gold_nil | not_in_kb)):
+    raise ValueError("a mention whose gold is NIL or not in the KB cannot have a correct "
+                     "top-1 entity")
   n = len(pred_nil)
   nil_correct = int(np.sum(pred_nil & gold_nil))
   num_pred, num_gold = int(pred_nil.sum()), int(gold_nil.sum())
@@ -110,11 +119,15 @@ def nil_metrics(pred_nil: Sequence[bool], top1_correct: Sequence[bool],
   recall = nil_correct / num_gold if num_gold else 0.0
   f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
   correct = nil_correct + int(np.sum(~pred_nil & top1_correct))
+  not_in_kb_nil = int(np.sum(pred_nil & not_in_kb))
   return {"num_mentions": n, "num_gold_nil": num_gold, "num_predicted_nil": num_pred,
           "num_nil_correct": nil_correct, "num_correct": correct,
+          "num_gold_not_in_kb": int(not_in_kb.sum()),
+          "num_gold_not_in_kb_predicted_nil": not_in_kb_nil,
           "nil_precision": precision, "nil_recall": recall, "nil_f1": f1,
           "accuracy": correct / n if n else 0.0,
-          "accuracy_without_nil": int(top1_correct.sum()) / n if n else 0.0}
+          "accuracy_without_nil": int(top1_correct.sum()) / n if n else 0.0,
+          "accuracy_not_in_kb_as_nil": (correct + not_in_kb_nil) / n if n else 0.0}
 
 
 def choose_threshold(probability: Sequence[float], top1_correct: Sequence[bool],
@@ -187,14 +200,15 @@ def reliability(probability: Sequence[float], correct: Sequence[bool],
 
 def fit_calibrator(scores: Sequence[Sequence[float]], top1_correct: Sequence[bool],
                    gold_nil: Sequence[bool], objective: str = "accuracy",
-                   l2: float = DEFAULT_L2, info: Optional[Dict] = None
+                   l2: float = DEFAULT_L2, info: Optional[Dict] = None,
+                   gold_not_in_kb: Optional[Sequence[bool]] = None
                    ) -> nil_lib.NilCalibrator:
   """Fits a NilCalibrator on a development set: logistic regression of "top-1 right" on the
   score features, then the threshold maximising `objective`.
 
   Args:
     scores: `[n][k]` ranked cosines of each mention, best first.
-    top1_correct, gold_nil: `[n]` bools, as in `nil_metrics`.
+    top1_correct, gold_nil, gold_not_in_kb: `[n]` bools, as in `nil_metrics`.
     objective: 'accuracy' or 'nil_f1' (see `choose_threshold`).
     l2: logistic regression penalty (see `fit_logistic`).
     info: extra fields of the artifact (model fingerprint, dataset, ...).
@@ -221,19 +235,20 @@ def fit_calibrator(scores: Sequence[Sequence[float]], top1_correct: Sequence[boo
   fitted_on.update({"num_mentions": int(len(y)), "num_gold_nil": int(np.sum(gold_nil)),
                     "num_top1_correct": int(y.sum())})
   info.update({"objective": objective, "l2": l2, "fitted_on": fitted_on,
-               "dev_metrics": nil_metrics(p < threshold, y, gold_nil)})
+               "dev_metrics": nil_metrics(p < threshold, y, gold_nil, gold_not_in_kb)})
   return nil_lib.NilCalibrator(weights, bias, threshold, info)
 
 
 def evaluate_calibrator(calibrator: nil_lib.NilCalibrator, scores, top1_correct,
-                        gold_nil, bins: int = DEFAULT_BINS) -> Dict:
-  """NIL metrics and reliability of a calibrator on one dataset.
+                        gold_nil, gold_not_in_kb=None, bins: int = DEFAULT_BINS) -> Dict:
+  """NIL metrics and reliability of a calibrator on one dataset (arguments as in
+  `fit_calibrator`).
 
   Returns:
     `nil_metrics(...)` plus "threshold" and "reliability" (`reliability(...)`).
   """
   p = calibrator.probability(scores)
-  result = nil_metrics(calibrator.is_nil(p), top1_correct, gold_nil)
+  result = nil_metrics(calibrator.is_nil(p), top1_correct, gold_nil, gold_not_in_kb)
   result["threshold"] = calibrator.threshold
   result["reliability"] = reliability(p, top1_correct, bins)
   return result

@@ -85,12 +85,15 @@ def _nil_markdown(nil) -> list:
   lines = [f"NIL prediction (NIL when P(top-1 right) < {nil['threshold']:.3f}"
            + ("; in-sample: the calibrator was fitted on this set" if nil.get("in_sample")
               else "") + f"): {nil['num_gold_nil']} of {nil['num_mentions']} mentions have "
-           "NIL as answer (NIL label, or gold not in the KB).", "",
+           f"NIL gold; {nil['num_gold_not_in_kb']} have a gold entity that is not in the KB "
+           f"(always wrong; {nil['num_gold_not_in_kb_predicted_nil']} of them answered NIL, "
+           "right if NIL means 'not in the KB': last column).", "",
            "| NIL precision | NIL recall | NIL F1 | accuracy (NIL counted) | accuracy, always "
-           "linking | predicted NIL |", "|---|---|---|---|---|---|",
+           "linking | predicted NIL | accuracy, not-in-KB gold as NIL |",
+           "|---|---|---|---|---|---|---|",
            f"| {nil['nil_precision']:.3f} | {nil['nil_recall']:.3f} | {nil['nil_f1']:.3f} | "
            f"{nil['accuracy']:.3f} | {nil['accuracy_without_nil']:.3f} | "
-           f"{nil['num_predicted_nil']} |", "",
+           f"{nil['num_predicted_nil']} | {nil['accuracy_not_in_kb_as_nil']:.3f} |", "",
            "Reliability (expected calibration error "
            f"{nil['reliability']['expected_calibration_error']:.3f}):", "",
            "| P(top-1 right) | mentions | mean predicted | observed accuracy |",
@@ -182,7 +185,7 @@ def format_table(report: dict) -> str:
                    f": precision {nil['nil_precision']:.3f}, recall {nil['nil_recall']:.3f}, "
                    f"F1 {nil['nil_f1']:.3f}; accuracy {nil['accuracy']:.3f} "
                    f"(always linking {nil['accuracy_without_nil']:.3f}); "
-                   f"{nil['num_gold_nil']} NIL answers")
+                   f"{nil['num_gold_nil']} NIL gold")
   return "\n".join(lines)
 
 

@@ -106,14 +106,26 @@ def test_nil_metrics_worked_by_hand():
     nc.nil_metrics([False], [True], [True])
 
 
-def test_top1_outcomes_count_nil_labels_and_gold_outside_the_kb_as_nil():
+def test_top1_outcomes_tell_nil_labels_from_gold_outside_the_kb():
   kb = {"Ore River", "Port Alder"}
-  gold = ["--NME--", "Ore River", "Port_Alder", "Lake Nowhere", "Ore Stream"]
+  gold = ["--NME--", "Ore River", "Port_Alder", "Lake Nowhere", "Ore Stream", None]
   rankings = [["Ore River"], ["Ore River", "Port Alder"], ["Ore River", "Port Alder"],
-              ["Ore River"], ["Ore River"]]
-  gold_nil, right = metrics.top1_outcomes(rankings, gold, kb, {"Ore Stream": "Ore River"})
-  assert gold_nil == [True, False, False, True, False]
-  assert right == [False, True, False, False, True]
+              ["Ore River"], ["Ore River"], ["Port Alder"]]
+  gold_nil, right, not_in_kb = metrics.top1_outcomes(rankings, gold, kb,
+                                                     {"Ore Stream": "Ore River"})
+  assert gold_nil == [True, False, False, False, False, True]
+  assert right == [False, True, False, False, True, False]
+  assert not_in_kb == [False, False, False, True, False, False]
+
+
+def test_gold_outside_the_kb_is_wrong_unless_nil_means_not_in_the_kb():
+  # Mentions: NIL gold answered NIL; gold not in the KB answered NIL; gold not in the KB
+  # linked; in-KB gold linked right. Accuracy 2/4; with not-in-KB gold as NIL 3/4.
+  m = nc.nil_metrics([True, True, False, False], [False, False, False, True],
+                     [True, False, False, False], [False, True, True, False])
+  assert (m["nil_precision"], m["nil_recall"]) == (0.5, 1.0)
+  assert m["accuracy"] == 0.5 and m["accuracy_not_in_kb_as_nil"] == 0.75
+  assert (m["num_gold_not_in_kb"], m["num_gold_not_in_kb_predicted_nil"]) == (2, 1)
 
 
 def test_reliability_bins_by_hand():
