@@ -64,7 +64,7 @@ def format_markdown(report: dict) -> str:
             f"{split[part][system][f'recall@{k}']:.3f}" for part in ("seen", "unseen")
             for k in KS) + " |")
       lines.append("")
-    lines += _nil_markdown(section.get("nil"))
+    lines += nil_markdown(section.get("nil"))
     ambiguous = section.get("ambiguous_spans")
     if ambiguous and ambiguous["num_mentions"]:
       lines += [f"In-KB recall on the {ambiguous['num_mentions']} mentions whose span is an alias "
@@ -78,7 +78,7 @@ def format_markdown(report: dict) -> str:
   return "\n".join(lines)
 
 
-def _nil_markdown(nil) -> list:
+def nil_markdown(nil) -> list:
   """The NIL prediction table and reliability bins of one dataset (empty without "nil")."""
   if not nil:
     return []
