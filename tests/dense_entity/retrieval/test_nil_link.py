@@ -80,8 +80,9 @@ def test_a_calibrator_of_another_model_is_refused(workspace, tmp_path):
     retriever_lib.EntityRetriever.load(root, nil_calibrator=path)
 
 
-def test_link_command_prints_nil_and_the_probability(workspace, retriever, capsys):
-  root, _ = workspace
+def test_link_command_prints_nil_and_the_probability(workspace, retriever, capsys,
+                                                    monkeypatch):
+  root, plain = workspace
   assert cli.main(["link", "--workspace", root, "--k", "2", "--json"]
                   + [f"{t[:s]}[[{t[s:e]}]]{t[e:]}" for t, s, e in TEXTS]) == 0
   records = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
@@ -90,8 +91,16 @@ def test_link_command_prints_nil_and_the_probability(workspace, retriever, capsy
   assert [r["entity"] for r in records] == [r.entity for r in results]
   np.testing.assert_allclose([r["probability"] for r in records],
                              [r.probability for r in results], atol=1e-6)
+  # Loading is covered above; the loaded retrievers are reused (with or without calibrator).
+  asked = []
+
+  def load(cls, path, kind, nil_calibrator="auto"):
+    asked.append(nil_calibrator)
+    return plain if nil_calibrator is None else retriever
+  monkeypatch.setattr(retriever_lib.EntityRetriever, "load", classmethod(load))
   assert cli.main(["link", "--workspace", root, "--nil_calibrator", "none", "--json",
                    "The [[Ore River]] meets the sea."]) == 0
+  assert asked == [None]
   assert "nil" not in json.loads(capsys.readouterr().out)
   assert cli.main(["link", "--workspace", root, "[[Zug]] is small"]) == 0
   out = capsys.readouterr().out.splitlines()
