@@ -71,8 +71,10 @@ def _link(args, stdin: Optional[TextIO] = None, stdout: Optional[TextIO] = None,
     print("dense-entity link: no input (give texts as arguments or lines on stdin)",
           file=stderr)
     return 2
+  calibrator = None if args.nil_calibrator in ("", "none") else args.nil_calibrator
   try:
-    retriever = retriever_lib.EntityRetriever.load(args.workspace, args.index)
+    retriever = retriever_lib.EntityRetriever.load(args.workspace, args.index,
+                                                   nil_calibrator=calibrator)
   except (FileNotFoundError, ValueError) as e:
     print(f"dense-entity link: cannot load {args.workspace}: {e}", file=stderr)
     return 1
@@ -81,19 +83,28 @@ def _link(args, stdin: Optional[TextIO] = None, stdout: Optional[TextIO] = None,
     for mention_index, (start, end) in enumerate(spans):
       mentions.append((plain, start, end))
       owners.append((item_index, mention_index))
-  results = retriever.retrieve(mentions, k=args.k)
-  for (text, start, end), (item_index, mention_index), entities in zip(mentions, owners,
-                                                                       results):
+  results = retriever.link(mentions, k=args.k)
+  threshold = retriever.nil_calibrator.threshold if retriever.nil_calibrator else None
+  for (text, start, end), (item_index, mention_index), result in zip(mentions, owners,
+                                                                     results):
     where, _, _, spans, extra = items[item_index]
+    entities = result.entities
     if args.json:
       record = {"input": where, "mention": mention_index, "text": text, "start": start,
-                "end": end, "span": text[start:end], **extra,
-                "entities": [{"title": t, "score": round(s, 6)} for t, s in entities]}
+                "end": end, "span": text[start:end], **extra}
+      if threshold is not None:
+        record.update({"entity": result.entity, "nil": result.is_nil,
+                       "probability": round(result.probability, 6)})
+      record["entities"] = [{"title": t, "score": round(s, 6)} for t, s in entities]
       print(json.dumps(record, ensure_ascii=False), file=stdout)
       continue
     marked = f"{text[:start]}[[{text[start:end]}]]{text[end:]}"
     label = where + (f", mention {mention_index + 1}" if len(spans) > 1 else "")
     print(f"{label}: {marked}", file=stdout)
+    if threshold is not None:
+      answer = ("NIL (no entity of the KB)" if result.is_nil else result.entity)
+      print(f"  -> {answer}  [P(top-1 right) = {result.probability:.3f}, NIL below "
+            f"{threshold:.3f}]", file=stdout)
     for rank, (title, score) in enumerate(entities, 1):
       print(f"  {rank:>3}. {score:7.4f}  {title}", file=stdout)
   return 0
@@ -166,6 +177,9 @@ def build_parser() -> argparse.ArgumentParser:
       "with one or more mentions marked [[...]] (one result per mention), or a JSON object "
       "{\"text\": ..., \"start\": S, \"end\": E} (character offsets, end exclusive) or "
       "{\"text\": \"...[[mention]]...\"}, optionally with an \"id\" copied to the output. "
+      "With a NIL calibrator (EXPORT/nil_calibrator.json or --nil_calibrator) each mention "
+      "also gets its answer: the top entity, or NIL when the calibrated probability that the "
+      "top entity is right is below the calibrator's threshold. "
       "Bad inputs are reported by line number and nothing is linked (exit status 2).",
       epilog="example: dense-entity link --workspace WS "
       "'[[Phoenix]] once again played a late night show'")
@@ -176,7 +190,13 @@ def build_parser() -> argparse.ArgumentParser:
   link.add_argument("--index", default="brute_force", choices=("brute_force", "ah", "ah_tree"),
                     help="index searched")
   link.add_argument("--json", action="store_true",
-                    help="print one JSON object per mention (JSONL)")
+                    help="print one JSON object per mention (JSONL); with a NIL calibrator "
+                    "it has \"entity\" (null for NIL), \"nil\" and \"probability\"")
+  link.add_argument("--nil_calibrator", default="auto",
+                    help="NIL calibrator JSON (python -m dense_entity.evaluate "
+                    "--fit_nil_calibrator): answer NIL when P(top-1 right) is below its "
+                    "threshold; default: EXPORT/nil_calibrator.json when present; 'none': "
+                    "always link the top entity")
   link.add_argument("texts", nargs="*", metavar="TEXT", help="text with [[mention]] marked")
   link.set_defaults(fn=_link)
 

@@ -15,6 +15,9 @@ graph, so a serving team loads one directory and needs nothing of this project:
   out["titles"]   # tf.string [batch, k]: entity titles (the entity ids), best first
   out["scores"]   # float32 [batch, k]: cosines, decreasing along each row
   out["row_ids"]  # int32 [batch, k]: row ids (line numbers of WS/index/entity_titles.txt)
+  # With a NIL calibrator (EXPORT/nil_calibrator.json or --nil_calibrator):
+  out["top1_probability"]  # float32 [batch]: calibrated P(titles[:, 0] is right)
+  out["is_nil"]            # bool [batch]: top1_probability < the calibrator's threshold
 
 The four inputs are the mention features of `dense_entity.kb.mention_features.mention_features`
 (tf.string [batch] each). The search in the graph (`--search`, recorded in the manifest):
@@ -54,8 +57,9 @@ def main(argv):
   export_dir = FLAGS.export_dir or os.path.join(FLAGS.workspace, "export")
   index_dir = FLAGS.index_dir or os.path.join(FLAGS.workspace, "index")
   output_dir = FLAGS.output_dir or os.path.join(export_dir, serving_model.SERVING_DIR)
+  calibrator = None if FLAGS.nil_calibrator == "none" else FLAGS.nil_calibrator
   manifest = serving_model.export_serving_model(export_dir, index_dir, output_dir, FLAGS.k,
-                                                search=FLAGS.search)
+                                                search=FLAGS.search, nil_calibrator=calibrator)
   print(f"{output_dir}: top-{manifest['k']} over {manifest['num_entities']} entities "
         f"({manifest['search']}, from {manifest['entity_source']}), model "
         f"{manifest['model_fingerprint']} (serving {manifest['serving_fingerprint']})")
@@ -75,6 +79,11 @@ if __name__ == "__main__":
                     "Search in the graph: exact brute force, ScaNN AH+tree (read from the saved "
                     "WS/index/ah_tree when there is one), or auto: brute force up to 1 GiB of "
                     "float32 encodings, AH+tree above.")
+
+  flags.DEFINE_string("nil_calibrator", "auto", "NIL calibrator JSON (python -m "
+                      "dense_entity.evaluate --fit_nil_calibrator) whose P(top-1 right) and NIL "
+                      "answer become outputs top1_probability and is_nil; 'auto': "
+                      "EXPORT_DIR/nil_calibrator.json when present; 'none'.")
 
   def _check(values):
     return bool(values["workspace"]) or bool(values["export_dir"] and values["index_dir"])

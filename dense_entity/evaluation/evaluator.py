@@ -27,13 +27,14 @@ import json
 import logging
 import os
 import time
-from typing import Dict, List, Sequence
+from typing import Dict, List, Optional, Sequence
 
 from dense_entity.common import fileio
 from dense_entity.common.workspace import Workspace
 from dense_entity.evaluation import baselines
 from dense_entity.evaluation import datasets as datasets_lib
 from dense_entity.evaluation import metrics
+from dense_entity.evaluation import nil_calibration
 from dense_entity.evaluation import reports
 from dense_entity.evaluation.reports import KS, SYSTEMS
 from dense_entity.kb import records
@@ -41,6 +42,7 @@ from dense_entity.kb import schema
 from dense_entity.kb import titles as titles_lib
 from dense_entity.retrieval import index as index_lib
 from dense_entity.retrieval import index_builder
+from dense_entity.retrieval import nil as nil_lib
 from dense_entity.serving import savedmodel
 
 TOP_K = 100
@@ -96,10 +98,16 @@ class Retrievers:
     ids, scores = self.index.search(enc, k)
     return [[self.titles[i] for i in row] for row in ids], scores.tolist()
 
-  def rank_all(self, features: Sequence[Dict[str, str]]) -> Dict[str, List[List[str]]]:
+  def rank_all(self, features: Sequence[Dict[str, str]],
+               deer_scores: Optional[list] = None) -> Dict[str, List[List[str]]]:
+    """{system: [mentions][<= TOP_K] ranked titles}; DEER's scores are appended to
+    `deer_scores` when it is a list (for the NIL calibrator)."""
     spans = [f[schema.MENTION_SPAN] for f in features]
+    deer_titles, scores = self.deer(features)
+    if deer_scores is not None:
+      deer_scores.extend(scores)
     return {
-        "DEER": self.deer(features)[0],
+        "DEER": deer_titles,
         "AT-Prior": [[t for t, _ in self.alias_table.at_prior(s, TOP_K)] for s in spans],
         "AT-Ext": [[t for t, _ in self.alias_table.at_ext(s, TOP_K)] for s in spans],
         "AT-Prior+TR": [[t for t, _ in baselines.at_prior_tr(self.alias_table,
@@ -113,7 +121,8 @@ def evaluate_mentions(retrievers: Retrievers, features: Sequence[Dict[str, str]]
                       gold: Sequence[str]) -> dict:
   """Scores every system on the same mentions; returns the per-dataset report section."""
   t0 = time.time()
-  rankings = retrievers.rank_all(features)
+  deer_scores = []
+  rankings = retrievers.rank_all(features, deer_scores)
   section = {"systems": {}, "recall_curves": {}}
   for name in SYSTEMS:
     scored = metrics.score_rankings(rankings[name], gold, retrievers.kb_titles,
@@ -127,6 +136,7 @@ def evaluate_mentions(retrievers: Retrievers, features: Sequence[Dict[str, str]]
                                          "num_unresolvable_gold")})
   section["seconds"] = time.time() - t0
   section["_rankings"] = rankings
+  section["_deer_scores"] = deer_scores
   return section
 
 
@@ -232,8 +242,18 @@ def _check_scorable(name: str, spec: str, gold: Sequence[str], retrievers: "Retr
 
 
 def evaluate_workspace(root: str, dataset_specs: Sequence[str] = (), max_mentions: int = 0,
-                       index_kind: str = "brute_force") -> dict:
+                       index_kind: str = "brute_force", fit_nil_calibrator: str = "",
+                       nil_dataset: str = "", nil_calibrator: Optional[str] = "auto",
+                       nil_objective: str = "accuracy") -> dict:
   """Evaluates all systems on the held-out mentions and on each dataset; writes the report.
+
+  NIL prediction (retrieval.nil, evaluation.nil_calibration): with `fit_nil_calibrator` (a
+  path) a calibrator is fitted on DEER's scores of the dataset named `nil_dataset` (default:
+  the first dataset given with a NIL-labelled mention) and written there; that calibrator, or
+  else `nil_calibrator` ('auto': WS/export/nil_calibrator.json when it exists; None or '':
+  none), is scored on every section with a NIL-labelled mention: report section "nil"
+  (NIL precision / recall / F1, accuracy over all mentions, reliability bins; in-sample on the
+  dataset it was fitted on), and WS/reports/nil_reliability.png.
 
   Every input is read and checked before the model is loaded and before any report file is
   written, so a run that has nothing to score leaves an earlier report as it was. An empty
@@ -249,6 +269,11 @@ def evaluate_workspace(root: str, dataset_specs: Sequence[str] = (), max_mention
       scored (all NIL); for malformed datasets (datasets.load).
     FileNotFoundError: naming a missing stage output or dataset file.
   """
+  if nil_objective not in nil_lib.OBJECTIVES:
+    raise ValueError(f"NIL objective must be one of {nil_lib.OBJECTIVES}, got "
+                     f"{nil_objective!r}")
+  if nil_dataset and not fit_nil_calibrator:
+    raise ValueError("a NIL dataset is given but no path to fit the NIL calibrator to")
   ws = Workspace(root)
   heldout = read_heldout_mentions(ws.extract, max_mentions)
   sections, specs, skipped = {}, {}, None
@@ -270,17 +295,24 @@ def evaluate_workspace(root: str, dataset_specs: Sequence[str] = (), max_mention
                        f"reported as {name!r}; rename the file")
     sections[name] = (datasets_lib.all_features(mentions), [m.gold for m in mentions])
     specs[name] = spec.partition(":")[2]
+  if fit_nil_calibrator:
+    nil_dataset = _nil_dataset(nil_dataset, sections)
   retrievers = Retrievers(ws, index_kind)
   for name, (_, gold) in sections.items():
     _check_scorable(name, specs[name], gold, retrievers)
+  # Read (and checked against the model) before the evaluation runs.
+  given_calibrator = None if fit_nil_calibrator else nil_lib.find_calibrator(
+      ws.export, nil_calibrator, retrievers.index.model_fingerprint)
   report = {"num_entities": len(retrievers.titles), "index": index_kind,
             "model_fingerprint": retrievers.index.model_fingerprint, "datasets": {}}
   if skipped:
     report["heldout_skipped"] = skipped
-  misses = []
+  misses, outcomes = [], {}
   for name, (features, gold) in sections.items():
     section = evaluate_mentions(retrievers, features, gold)
     all_rankings = section.pop("_rankings")
+    outcomes[name] = (section.pop("_deer_scores"),) + metrics.top1_outcomes(
+        all_rankings["DEER"], gold, retrievers.kb_titles, retrievers.resolver)
     if name == "heldout":
       section["by_gold_seen_in_training"] = split_by_training_gold(
           gold, all_rankings, retrievers, ws.extract)
@@ -294,7 +326,13 @@ def evaluate_workspace(root: str, dataset_specs: Sequence[str] = (), max_mention
     report["num_mentions"] = held["num_mentions"]
     report["systems"] = {name: {f"recall@{k}": held["systems"][name][f"recall@{k}"]
                                 for k in KS} for name in SYSTEMS}
+  calibrator = _nil_calibrator(ws, report, outcomes, fit_nil_calibrator, nil_dataset,
+                               given_calibrator, nil_calibrator, nil_objective, specs)
   os.makedirs(ws.reports, exist_ok=True)
+  if calibrator is not None:
+    if fit_nil_calibrator:
+      calibrator.save(fit_nil_calibrator)
+    reports.plot_reliability(report, os.path.join(ws.reports, reports.RELIABILITY_FILE))
   fileio.write_text_atomically(os.path.join(ws.reports, reports.MISSES_FILE),
                     "".join(json.dumps(m, ensure_ascii=False) + "\n" for m in misses))
   fileio.write_text_atomically(os.path.join(ws.reports, reports.TABLE_FILE),
@@ -303,6 +341,53 @@ def evaluate_workspace(root: str, dataset_specs: Sequence[str] = (), max_mention
   fileio.write_text_atomically(os.path.join(root, reports.REPORT_FILE),
                     json.dumps(report, indent=2, sort_keys=True))
   return report
+
+
+def _nil_dataset(name: str, sections: dict) -> str:
+  """The dataset the NIL calibrator is fitted on: `name`, or the first dataset with a
+  NIL-labelled mention. ValueError when there is none or `name` is not evaluated."""
+  if name:
+    if name not in sections:
+      raise ValueError(f"NIL dataset {name!r} is not among the evaluated sets "
+                       f"{sorted(sections)}; give it with --dataset")
+    return name
+  for candidate, (_, gold) in sections.items():
+    if any(metrics.is_nil_label(g) for g in gold):
+      return candidate
+  raise ValueError("no evaluated dataset has a NIL-labelled mention to fit the NIL calibrator "
+                   "on; give one with --dataset (e.g. AIDA testa, --NME-- gold)")
+
+
+def _nil_calibrator(ws, report, outcomes, fit_path, fit_dataset, given, apply_path, objective,
+                    specs):
+  """Fits (to `fit_path`, on `fit_dataset`) the NIL calibrator, or takes the `given` one
+  (read from `apply_path`), and adds the "nil" section of every dataset with a mention whose
+  answer is NIL; returns the calibrator or None. The artifact is saved by the caller, with
+  the other report files."""
+  fingerprint = report["model_fingerprint"]
+  if fit_path:
+    scores, gold_nil, top1_correct, not_in_kb = outcomes[fit_dataset]
+    calibrator = nil_calibration.fit_calibrator(
+        scores, top1_correct, gold_nil, objective, gold_not_in_kb=not_in_kb,
+        info={"model_fingerprint": fingerprint, "index": report["index"],
+              "num_entities": report["num_entities"],
+              "fitted_on": {"dataset": fit_dataset, "path": os.path.abspath(specs[fit_dataset]),
+                            "num_nil_label": report["datasets"][fit_dataset]["num_nil"]}})
+    where = os.path.abspath(fit_path)
+  else:
+    calibrator = given
+    if calibrator is None:
+      return None
+    where = os.path.abspath(apply_path if apply_path != "auto" else
+                            os.path.join(ws.export, nil_lib.NIL_CALIBRATOR_FILE))
+  report["nil_calibrator"] = {"path": where, **calibrator.to_dict()}
+  for name, (scores, gold_nil, top1_correct, not_in_kb) in outcomes.items():
+    if any(gold_nil):
+      nil = nil_calibration.evaluate_calibrator(calibrator, scores, top1_correct, gold_nil,
+                                                not_in_kb)
+      nil["in_sample"] = bool(fit_path) and name == fit_dataset
+      report["datasets"][name]["nil"] = nil
+  return calibrator
 
 
 def _deer_misses(dataset, features, gold, rankings, retrievers) -> List[dict]:

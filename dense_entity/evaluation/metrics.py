@@ -54,6 +54,13 @@ def resolve_title(raw_title: str, redirects: Redirects) -> Optional[str]:
   return resolve_redirect(title, redirects)
 
 
+def is_nil_label(raw_gold: Optional[str],
+                 nil_labels: Sequence[str] = DEFAULT_NIL_LABELS) -> bool:
+  """Whether a raw gold value means "no entity" (None, or a NIL label raw or normalized)."""
+  return (raw_gold is None or raw_gold.strip() in nil_labels
+          or normalize_title(raw_gold) in nil_labels)
+
+
 class _Resolver:
   """Memoizes `resolve_title` for one scoring call (rankings repeat titles a lot)."""
 
@@ -96,7 +103,7 @@ def _gold_ranks(rankings: Sequence[Sequence[str]], gold: Sequence[str], kb_title
   for i, (ranking, raw_gold) in enumerate(zip(rankings, gold)):
     if isinstance(ranking, str):
       raise ValueError(f"ranking {i} is a string ({ranking!r}); expected a sequence of titles")
-    if raw_gold is None or raw_gold.strip() in nil or normalize_title(raw_gold) in nil:
+    if is_nil_label(raw_gold, nil):
       categories.append(_NIL)
       ranks.append(None)
       continue
@@ -201,3 +208,27 @@ def recall_curve(rankings: Sequence[Sequence[str]], gold: Sequence[str], kb_titl
     cumulative += count
     curve.append(cumulative / num_in_kb if num_in_kb else 0.0)
   return curve
+
+
+
+def top1_outcomes(rankings: Sequence[Sequence[str]], gold: Sequence[str], kb_titles: Set[str],
+                  redirects: Redirects, nil_labels: Sequence[str] = DEFAULT_NIL_LABELS
+                  ) -> Tuple[List[bool], List[bool], List[bool]]:
+  """Per mention: whether its gold is NIL, whether the top-1 prediction is its gold entity,
+  and whether its (non-NIL) gold names no KB entity. For NIL prediction
+  (evaluation.nil_calibration). Same resolution rules as `score_rankings`.
+
+  Args:
+    rankings, gold, kb_titles, redirects, nil_labels: as in `score_rankings`.
+
+  Returns:
+    (gold_nil, top1_correct, gold_not_in_kb), each `[mentions]` bools: gold_nil for a NIL
+    label; gold_not_in_kb for a gold missing from the KB or unresolvable; top1_correct only for
+    in-KB gold ranked first. At most one of the three is True for a mention.
+
+  Raises:
+    ValueError: if lengths differ.
+  """
+  categories, ranks = _gold_ranks(rankings, gold, kb_titles, redirects, nil_labels)
+  return ([c == _NIL for c in categories], [r == 0 for r in ranks],
+          [c in (_MISSING, _UNRESOLVABLE) for c in categories])

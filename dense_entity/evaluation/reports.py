@@ -2,8 +2,9 @@
 
 The report compares DEER with the paper's baselines (Gillick et al. 2019, Table 2: AT-Prior,
 AT-Ext, BM25) by recall@k; `format_table` prints the paper's layout, `format_markdown` writes
-WS/reports/eval.md, `plot_recall_curves` the recall@k curves and `plot_rounds` the paper's
-Figure 2 (recall after each hard negative mining round). WORKSPACE.md gives the JSON layout.
+WS/reports/eval.md, `plot_recall_curves` the recall@k curves, `plot_rounds` the paper's
+Figure 2 (recall after each hard negative mining round) and `plot_reliability` the NIL
+calibrator's reliability diagram (predicted P(top-1 right) against observed accuracy). WORKSPACE.md gives the JSON layout.
 """
 
 import os
@@ -17,6 +18,7 @@ TABLE_FILE = "eval.md"
 CURVE_FILE = "recall_at_k.png"
 MISSES_FILE = "deer_misses.jsonl"
 ROUNDS_FILE = "recall_by_round.png"
+RELIABILITY_FILE = "nil_reliability.png"
 
 
 def _in_kb_recall(section: dict, scores: dict, k: int) -> str:
@@ -62,6 +64,7 @@ def format_markdown(report: dict) -> str:
             f"{split[part][system][f'recall@{k}']:.3f}" for part in ("seen", "unseen")
             for k in KS) + " |")
       lines.append("")
+    lines += nil_markdown(section.get("nil"))
     ambiguous = section.get("ambiguous_spans")
     if ambiguous and ambiguous["num_mentions"]:
       lines += [f"In-KB recall on the {ambiguous['num_mentions']} mentions whose span is an alias "
@@ -73,6 +76,33 @@ def format_markdown(report: dict) -> str:
         lines.append(f"| {system} | " + " | ".join(f"{s[f'recall@{k}']:.3f}" for k in KS) + " |")
       lines.append("")
   return "\n".join(lines)
+
+
+def nil_markdown(nil) -> list:
+  """The NIL prediction table and reliability bins of one dataset (empty without "nil")."""
+  if not nil:
+    return []
+  lines = [f"NIL prediction (NIL when P(top-1 right) < {nil['threshold']:.3f}"
+           + ("; in-sample: the calibrator was fitted on this set" if nil.get("in_sample")
+              else "") + f"): {nil['num_gold_nil']} of {nil['num_mentions']} mentions have "
+           f"NIL gold; {nil['num_gold_not_in_kb']} have a gold entity that is not in the KB "
+           f"(always wrong; {nil['num_gold_not_in_kb_predicted_nil']} of them answered NIL, "
+           "right if NIL means 'not in the KB': last column).", "",
+           "| NIL precision | NIL recall | NIL F1 | accuracy (NIL counted) | accuracy, always "
+           "linking | predicted NIL | accuracy, not-in-KB gold as NIL |",
+           "|---|---|---|---|---|---|---|",
+           f"| {nil['nil_precision']:.3f} | {nil['nil_recall']:.3f} | {nil['nil_f1']:.3f} | "
+           f"{nil['accuracy']:.3f} | {nil['accuracy_without_nil']:.3f} | "
+           f"{nil['num_predicted_nil']} | {nil['accuracy_not_in_kb_as_nil']:.3f} |", "",
+           "Reliability (expected calibration error "
+           f"{nil['reliability']['expected_calibration_error']:.3f}):", "",
+           "| P(top-1 right) | mentions | mean predicted | observed accuracy |",
+           "|---|---|---|---|"]
+  for b in nil["reliability"]["bins"]:
+    if b["count"]:
+      lines.append(f"| {b['low']:.1f}-{b['high']:.1f} | {b['count']} | "
+                   f"{b['mean_probability']:.3f} | {b['accuracy']:.3f} |")
+  return lines + [""]
 
 
 def _pyplot():
@@ -110,6 +140,32 @@ def plot_recall_curves(report: dict, path: str):
   _save_png(plt, fig, path)
 
 
+def plot_reliability(report: dict, path: str):
+  """Writes a PNG reliability diagram: per dataset with a "nil" section, observed accuracy of
+  the top-1 entity against the mean predicted P(top-1 right) in each probability bin."""
+  plt = _pyplot()
+  fig, ax = plt.subplots(figsize=(5, 4.5))
+  ax.plot([0, 1], [0, 1], color="gray", linestyle=":", label="perfect calibration")
+  for name, section in report["datasets"].items():
+    nil = section.get("nil")
+    if not nil:
+      continue
+    bins = [b for b in nil["reliability"]["bins"] if b["count"]]
+    ax.plot([b["mean_probability"] for b in bins], [b["accuracy"] for b in bins], marker="o",
+            label=f"{name} ({nil['num_mentions']}; ECE "
+            f"{nil['reliability']['expected_calibration_error']:.3f})")
+  threshold = report.get("nil_calibrator", {}).get("threshold")
+  if threshold is not None:
+    ax.axvline(threshold, color="red", linestyle="--", alpha=0.5, label=f"NIL below {threshold:.2f}")
+  ax.set_xlabel("predicted P(top-1 entity right)")
+  ax.set_ylabel("observed accuracy of the top-1 entity")
+  ax.set_xlim(0, 1)
+  ax.set_ylim(0, 1)
+  ax.grid(True, alpha=0.3)
+  ax.legend(loc="upper left", fontsize=8)
+  _save_png(plt, fig, path)
+
+
 def format_table(report: dict) -> str:
   """The paper's Table 2 layout: one row per system, recall@1/@10/@100 per dataset."""
   lines = _heldout_skipped(report)
@@ -123,6 +179,13 @@ def format_table(report: dict) -> str:
       s = section["systems"][system]
       lines.append(f"  {system:<10}" + "".join(f"{_in_kb_recall(section, s, k):>9}"
                                                for k in KS))
+    nil = section.get("nil")
+    if nil:
+      lines.append(f"  NIL (p < {nil['threshold']:.3f}{', in-sample' if nil['in_sample'] else ''})"
+                   f": precision {nil['nil_precision']:.3f}, recall {nil['nil_recall']:.3f}, "
+                   f"F1 {nil['nil_f1']:.3f}; accuracy {nil['accuracy']:.3f} "
+                   f"(always linking {nil['accuracy_without_nil']:.3f}); "
+                   f"{nil['num_gold_nil']} NIL gold")
   return "\n".join(lines)
 
 

@@ -8,6 +8,9 @@ found in a brute-force or ScaNN index. This module puts the pieces of a workspac
   retriever.retrieve([("Phoenix once again played a late night show", 0, 7)], k=5)
   # -> [[("Phoenix (band)", 0.91), ("Phoenix, Arizona", 0.87), ...]]
   text, start, end = parse_marked("[[Phoenix]] once again played a late night show")
+  retriever.link([(text, start, end)], k=5)
+  # -> [LinkResult(entity="Phoenix (band)", probability=0.83, entities=[...])]; entity None
+  #    (NIL) when the NIL calibrator (retrieval.nil) puts P(top-1 right) below its threshold
 
 Mentions are (text, span start, span end) tuples, character offsets into `text` with the end
 exclusive, or dicts of the four mention features (`schema.MENTION_FEATURES`). Features of a
@@ -22,12 +25,13 @@ marker is not wiki-link syntax: the characters between `[[` and `]]` are the spa
 import json
 import os
 import re
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
 from dense_entity.kb import mention_features as mention_features_lib
 from dense_entity.kb import schema
+from dense_entity.retrieval import nil as nil_lib
 
 # A (text, span start, span end) mention, or the four mention features.
 Mention = Union[Tuple[str, int, int], Mapping[str, str]]
@@ -218,6 +222,24 @@ def to_features(mentions: Sequence[Mention]) -> List[Dict[str, str]]:
   return out
 
 
+class LinkResult(NamedTuple):
+  """One mention's answer from `EntityRetriever.link`.
+
+  entity: the linked title, or None for NIL (P(top-1 right) below the calibrator's threshold);
+    the top-1 title when no calibrator is loaded.
+  probability: calibrated P(top-1 entity is right), or None without a calibrator.
+  entities: the top-k (title, cosine) pairs, best first, as `retrieve` returns them (also for
+    a NIL answer: the candidates that were judged unlikely).
+  """
+  entity: Optional[str]
+  probability: Optional[float]
+  entities: List[Tuple[str, float]]
+
+  @property
+  def is_nil(self) -> bool:
+    return self.entity is None
+
+
 def _resolve_paths(path: str, index_dir: Optional[str]) -> Tuple[str, str]:
   """Returns (export dir, index dir) for a workspace root or an export dir."""
   from dense_entity.serving import savedmodel  # pylint: disable=g-import-not-at-top
@@ -246,10 +268,12 @@ class EntityRetriever:
     index_kind: the index kind requested ('brute_force', 'ah' or 'ah_tree').
     model_fingerprint: fingerprint of the exported model (the index was built from it).
     export_dir, index_dir: where the encoder and the index were loaded from.
+    nil_calibrator: the retrieval.nil.NilCalibrator `link` applies, or None (no NIL answers).
   """
 
   def __init__(self, mention_encoder: Any, index: Any, titles: Sequence[str],
-               model_fingerprint: str, export_dir: str = "", index_dir: str = ""):
+               model_fingerprint: str, export_dir: str = "", index_dir: str = "",
+               nil_calibrator: Optional[nil_lib.NilCalibrator] = None):
     if len(titles) != index.num_entities:
       raise ValueError(f"{len(titles)} entity titles for an index of {index.num_entities} "
                        f"entities ({index_dir}); the titles file and the index do not match")
@@ -260,10 +284,17 @@ class EntityRetriever:
     self.model_fingerprint = model_fingerprint
     self.export_dir = export_dir
     self.index_dir = index_dir
+    if nil_calibrator is not None and nil_calibrator.model_fingerprint not in (
+        None, model_fingerprint):
+      raise ValueError(f"the NIL calibrator was fitted for model "
+                       f"{nil_calibrator.model_fingerprint!r}, the retriever's model is "
+                       f"{model_fingerprint!r}; refit it")
+    self.nil_calibrator = nil_calibrator
 
   @classmethod
   def load(cls, path: str, index_kind: str = "brute_force",
-           index_dir: Optional[str] = None) -> "EntityRetriever":
+           index_dir: Optional[str] = None,
+           nil_calibrator: Optional[str] = "auto") -> "EntityRetriever":
     """Loads the mention encoder, an entity index and the entity titles.
 
     Accepted `path`s:
@@ -276,6 +307,8 @@ class EntityRetriever:
       index_kind: 'brute_force' (exact), 'ah' or 'ah_tree' (ScaNN), a subdirectory of the
         index directory.
       index_dir: overrides the index directory (holding entity_titles.txt and `index_kind`/).
+      nil_calibrator: path of a NIL calibrator (retrieval.nil) for `link`; 'auto' (default):
+        EXPORT/nil_calibrator.json when it exists, else none; None or '': none.
 
     Returns:
       An EntityRetriever.
@@ -283,8 +316,9 @@ class EntityRetriever:
     Raises:
       FileNotFoundError: `path` is neither a workspace nor an export directory, or the index or
         titles file is missing (the message names the path).
-      ValueError: the index was built from another model or has another dimension, or the
-        titles do not match the index.
+      ValueError: the index was built from another model or has another dimension, the
+        titles do not match the index, or the NIL calibrator is malformed or was fitted for
+        another model.
     """
     # Imported here: `dense-entity --help` and parse_marked stay free of TensorFlow.
     from dense_entity.retrieval import index_builder  # pylint: disable=g-import-not-at-top
@@ -301,9 +335,11 @@ class EntityRetriever:
     index = index_lib.load_index(index_dir, index_kind,
                                  expected_model_fingerprint=manifest["model_fingerprint"],
                                  expected_dim=manifest["encoding_dim"])
+    calibrator = nil_lib.find_calibrator(export_dir, nil_calibrator,
+                                         manifest["model_fingerprint"])
     encoder = savedmodel.load_encoder(os.path.join(export_dir, savedmodel.MENTION_ENCODER_DIR))
     return cls(encoder, index, index_builder.read_titles(titles_path),
-               manifest["model_fingerprint"], export_dir, index_dir)
+               manifest["model_fingerprint"], export_dir, index_dir, calibrator)
 
   @property
   def num_entities(self) -> int:
@@ -360,3 +396,32 @@ class EntityRetriever:
       for row_ids, row_scores in zip(ids.tolist(), scores.tolist()):
         results.append([(self.titles[i], float(s)) for i, s in zip(row_ids, row_scores)])
     return results
+
+  def link(self, mentions: Sequence[Mention], k: int = 10,
+           batch_size: int = DEFAULT_BATCH_SIZE) -> List[LinkResult]:
+    """Links each mention to its top entity, or to NIL when the NIL calibrator says the top
+    entity is probably wrong (P(top-1 right) < threshold; retrieval.nil).
+
+    Without a calibrator every mention is linked to its top-1 entity and `probability` is
+    None. The calibrator's features need the top-2 scores, so at least 2 entities are
+    searched (the second is dropped again when k = 1).
+
+    Args:
+      mentions, k, batch_size: as in `retrieve`.
+
+    Returns:
+      `[num_mentions]` LinkResult(entity or None, probability or None, top-k entities).
+
+    Raises:
+      As `retrieve`.
+    """
+    if self.nil_calibrator is None:
+      return [LinkResult(row[0][0], None, row)
+              for row in self.retrieve(mentions, k, batch_size)]
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+      raise ValueError(f"k must be a positive integer, got {k!r}")
+    rows = self.retrieve(mentions, max(int(k), 2), batch_size)
+    probabilities = self.nil_calibrator.probability([[s for _, s in row] for row in rows])
+    nil = self.nil_calibrator.is_nil(probabilities)
+    return [LinkResult(None if is_nil else row[0][0], float(p), row[:k])
+            for row, p, is_nil in zip(rows, probabilities, nil)]

@@ -16,6 +16,9 @@ inside the graph, so a serving team loads one directory and needs nothing of thi
   out["titles"]   # tf.string [batch, k]: entity titles (the entity ids), best first
   out["scores"]   # float32 [batch, k]: cosines, decreasing along each row
   out["row_ids"]  # int32 [batch, k]: row ids (line numbers of WS/index/entity_titles.txt)
+  # With a NIL calibrator (EXPORT/nil_calibrator.json; retrieval.nil):
+  out["top1_probability"]  # float32 [batch]: calibrated P(titles[:, 0] is right)
+  out["is_nil"]            # bool [batch]: top1_probability < the calibrator's threshold
 
 The four inputs are the mention features of `dense_entity.kb.mention_features`
 (tf.string [batch] each). Two kinds of search (`search`, recorded in the manifest):
@@ -62,6 +65,7 @@ from dense_entity.common import fileio
 from dense_entity.kb import schema
 from dense_entity.retrieval import index_builder
 from dense_entity.retrieval import index as index_lib
+from dense_entity.retrieval import nil as nil_lib
 from dense_entity.serving import savedmodel
 
 SERVING_DIR = "serving"
@@ -71,6 +75,9 @@ TITLES_KEY = "titles"
 SCORES_KEY = "scores"
 ROW_IDS_KEY = "row_ids"
 OUTPUTS = (TITLES_KEY, SCORES_KEY, ROW_IDS_KEY)
+# With a NIL calibrator (retrieval.nil): P(top-1 right) float32 [batch] and NIL bool [batch].
+PROBABILITY_KEY = "top1_probability"
+IS_NIL_KEY = "is_nil"
 
 
 BRUTE_FORCE, AH_TREE = "brute_force", "ah_tree"
@@ -100,13 +107,21 @@ class ServingModule(tf.Module):
     scann_state_arrays: for 'ah_tree', the searcher state read from a saved index
       (index.ScannIndex.tf_state_arrays, with `config` its parameters) instead of a searcher
       built here from `encodings` (which may then be None).
+    nil_calibrator: a retrieval.nil.NilCalibrator: adds the outputs `top1_probability`
+      (float32 [batch], P(top-1 right) from the top-1 score and the top-1 minus top-2 margin,
+      as NilCalibrator.probability computes it, in float32) and `is_nil` (bool [batch],
+      probability < threshold). Needs k >= 2 unless the KB has one entity.
   """
 
   def __init__(self, mention_encoder, encodings: Optional[np.ndarray], titles: Sequence[str],
                k: int, search: str = BRUTE_FORCE, config: Optional[index_lib.IndexConfig] = None,
                row_entities: Optional[np.ndarray] = None,
-               scann_state_arrays: Optional[Sequence[np.ndarray]] = None):
+               scann_state_arrays: Optional[Sequence[np.ndarray]] = None,
+               nil_calibrator: Optional[nil_lib.NilCalibrator] = None):
     super().__init__(name="entity_retrieval")
+    if nil_calibrator is not None and k < 2 and len(titles) > 1:
+      raise ValueError(f"k={k}: a NIL calibrator needs the top-2 scores (its margin feature); "
+                       "export with k >= 2")
     self.mention_encoder = mention_encoder
     self.entity_titles = tf.Variable(list(titles), trainable=False, dtype=tf.string,
                                      name="entity_titles")
@@ -174,11 +189,26 @@ class ServingModule(tf.Module):
       # The index normalises queries too (index.py); an encoding of zero norm stays 0.
       q = tf.math.l2_normalize(q, axis=-1, epsilon=1e-12)
       top_scores, row_ids = top_k(q)
-      return {TITLES_KEY: tf.gather(self.entity_titles, row_ids),
-              SCORES_KEY: top_scores,
-              ROW_IDS_KEY: row_ids}
+      out = {TITLES_KEY: tf.gather(self.entity_titles, row_ids),
+             SCORES_KEY: top_scores,
+             ROW_IDS_KEY: row_ids}
+      if nil_calibrator is not None:
+        probability = _nil_probability(top_scores, nil_calibrator)
+        out[PROBABILITY_KEY] = probability
+        out[IS_NIL_KEY] = probability < nil_calibrator.threshold
+      return out
 
     self.serve = serve
+
+
+def _nil_probability(top_scores, calibrator: nil_lib.NilCalibrator):
+  """float32 [batch]: nil.NilCalibrator.probability in the graph, from scores [batch, k]."""
+  top1 = top_scores[:, 0]
+  floor = tf.fill(tf.shape(top1), tf.constant(nil_lib.MIN_COSINE, tf.float32))
+  second = tf.maximum(top_scores[:, 1], floor) if top_scores.shape[1] != 1 else floor
+  (w_top1, w_margin), bias = calibrator.weights, calibrator.bias  # nil.FEATURES' order
+  return tf.sigmoid(tf.constant(bias, tf.float32) + tf.constant(w_top1, tf.float32) * top1
+                    + tf.constant(w_margin, tf.float32) * (top1 - second))
 
 
 def _fingerprint(directory: str) -> str:
@@ -237,7 +267,8 @@ def _entity_encodings(index_dir: str, fingerprint: str, dim: int):
 
 
 def export_serving_model(export_dir: str, index_dir: str, output_dir: Optional[str] = None,
-                         k: int = DEFAULT_K, search: str = "auto") -> Dict:
+                         k: int = DEFAULT_K, search: str = "auto",
+                         nil_calibrator: Optional[str] = "auto") -> Dict:
   """Writes the serving SavedModel and its manifest, atomically (paper section 5.2).
 
   Args:
@@ -250,6 +281,9 @@ def export_serving_model(export_dir: str, index_dir: str, output_dir: Optional[s
     k: results per mention, fixed in the graph; clamped to the number of entities.
     search: 'brute_force', 'ah_tree' or 'auto' (brute force up to
       index.FLOAT16_STORAGE_BYTES of float32 encodings, AH + tree above).
+    nil_calibrator: a NIL calibrator's path (retrieval.nil), whose probability and NIL answer
+      become outputs `top1_probability` and `is_nil`; 'auto': EXPORT/nil_calibrator.json when
+      it exists; None or '': none (the outputs are then absent).
 
   Returns:
     The manifest written to OUTPUT_DIR/serving_manifest.json.
@@ -262,6 +296,7 @@ def export_serving_model(export_dir: str, index_dir: str, output_dir: Optional[s
     raise ValueError(f"k must be a positive integer, got {k!r}")
   manifest = savedmodel.read_manifest(export_dir)
   fingerprint, dim = manifest["model_fingerprint"], int(manifest["encoding_dim"])
+  calibrator = nil_lib.find_calibrator(export_dir, nil_calibrator, fingerprint)
   titles_path = os.path.join(index_dir, index_lib.TITLES_FILENAME)
   if not os.path.isfile(titles_path):
     raise FileNotFoundError(f"{titles_path} is missing; run export.encode_entities")
@@ -299,10 +334,10 @@ def export_serving_model(export_dir: str, index_dir: str, output_dir: Optional[s
   if not os.path.isfile(os.path.join(encoder_path, "saved_model.pb")):
     raise FileNotFoundError(f"{encoder_path}: no saved_model.pb (not an exported encoder)")
   # The encoder graph holds tensorflow-text ops; this import registers them.
-  import tensorflow_text  # pylint: disable=g-import-not-at-top,unused-import
+  import tensorflow_text  # noqa: F401  # pylint: disable=g-import-not-at-top,unused-import
   module = ServingModule(tf.saved_model.load(encoder_path), encodings, titles, k, search,
                          config=config, row_entities=row_entities,
-                         scann_state_arrays=scann_state_arrays)
+                         scann_state_arrays=scann_state_arrays, nil_calibrator=calibrator)
   del encodings, scann_state_arrays  # Held by the module's variables now.
 
   output_dir = os.path.abspath(output_dir or os.path.join(export_dir, SERVING_DIR))
@@ -319,7 +354,10 @@ def export_serving_model(export_dir: str, index_dir: str, output_dir: Optional[s
         "encoding_dim": dim,
         "inputs": list(schema.MENTION_FEATURES),
         "outputs": {TITLES_KEY: "tf.string [batch, k]", SCORES_KEY: "float32 [batch, k]",
-                    ROW_IDS_KEY: "int32 [batch, k]"},
+                    ROW_IDS_KEY: "int32 [batch, k]",
+                    **({PROBABILITY_KEY: "float32 [batch]", IS_NIL_KEY: "bool [batch]"}
+                       if calibrator is not None else {})},
+        "nil_calibrator": calibrator.to_dict() if calibrator is not None else None,
         "search": search,
         # The saved ah_tree index the ScaNN state was read from, or the encodings it (or the
         # brute-force variable) was built from.

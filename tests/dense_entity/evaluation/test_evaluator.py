@@ -177,3 +177,53 @@ def test_evaluate_command_exits_2_on_a_spaced_aida_file_and_keeps_the_report(wor
   assert proc.stderr.strip().splitlines()[-1].startswith(
       f"python -m dense_entity.evaluate: error: {path}:2: columns separated by spaces")
   assert _report(workspace) == _OLD_REPORT
+
+
+# ----------------------------------------------------------------------------- NIL calibrator
+
+_NIL_SET = "".join(json.dumps(r) + "\n" for r in [
+    {"text": "The Ore River meets the sea.", "mentions": [{"start": 4, "end": 13,
+                                                           "entity": "Ore River"}]},
+    {"text": "A ferry near Port Alder at dusk.", "mentions": [{"start": 13, "end": 23,
+                                                               "entity": "Port Alder"}]},
+    {"text": "Bob Smith met us.", "mentions": [{"start": 0, "end": 9, "entity": "--NME--"}]},
+    {"text": "Jane Doe left.", "mentions": [{"start": 0, "end": 8, "entity": None}]},
+])
+
+
+def _fake_deer(self, features, k=evaluator.TOP_K):
+  """DEER stand-in: a confident right answer for the two KB names, a weak guess otherwise."""
+  del self, k
+  known = {"Ore River": ["Ore River", "Port Alder"], "Port Alder": ["Port Alder", "Ore River"]}
+  rows = [(known[f[schema.MENTION_SPAN]], [0.9, 0.2]) if f[schema.MENTION_SPAN] in known
+          else (["Port Alder", "Ore River"], [0.3, 0.28]) for f in features]
+  return [r[0] for r in rows], [r[1] for r in rows]
+
+
+def test_evaluate_fits_the_nil_calibrator_and_reports_nil_metrics(workspace, tmp_path,
+                                                                  monkeypatch):
+  from dense_entity.retrieval import nil as nil_lib  # pylint: disable=g-import-not-at-top
+  monkeypatch.setattr(evaluator.Retrievers, "deer", _fake_deer)
+  dataset = tmp_path / "nilset.jsonl"
+  dataset.write_text(_NIL_SET, encoding="utf-8")
+  path = str(tmp_path / "nil_calibrator.json")
+  report = evaluator.evaluate_workspace(workspace, [f"jsonl:{dataset}"],
+                                        fit_nil_calibrator=path)
+  nil = report["datasets"]["nilset"]["nil"]
+  assert nil["in_sample"] and nil["num_gold_nil"] == 2 and nil["num_mentions"] == 4
+  assert (nil["nil_precision"], nil["nil_recall"], nil["accuracy"]) == (1.0, 1.0, 1.0)
+  assert nil["accuracy_without_nil"] == 0.5
+  calibrator = nil_lib.NilCalibrator.load(path, report["model_fingerprint"])
+  assert calibrator.info["fitted_on"]["dataset"] == "nilset"
+  assert calibrator.info["fitted_on"]["num_nil_label"] == 2
+  assert 0.0 < calibrator.threshold < 1.0
+  assert os.path.isfile(os.path.join(workspace, "reports", reports.RELIABILITY_FILE))
+  with open(os.path.join(workspace, "reports", reports.TABLE_FILE), encoding="utf-8") as f:
+    assert "NIL prediction" in f.read()
+  # Scoring a given calibrator (not fitted here): the same figures, not in-sample.
+  again = evaluator.evaluate_workspace(workspace, [f"jsonl:{dataset}"], nil_calibrator=path)
+  assert not again["datasets"]["nilset"]["nil"]["in_sample"]
+  assert again["datasets"]["nilset"]["nil"]["accuracy"] == 1.0
+  with pytest.raises(ValueError, match="NIL dataset 'other' is not among"):
+    evaluator.evaluate_workspace(workspace, [f"jsonl:{dataset}"], fit_nil_calibrator=path,
+                                 nil_dataset="other")

@@ -229,7 +229,7 @@ def test_link_prints_top_k_per_mention(workspace, retriever, capsys):
 def test_link_reads_jsonl_and_text_from_stdin(workspace, retriever, capsys, monkeypatch):
   # Loading is covered above; reuse the loaded retriever.
   monkeypatch.setattr(retriever_lib.EntityRetriever, "load",
-                      classmethod(lambda cls, path, kind: retriever))
+                      classmethod(lambda cls, path, kind, **kwargs: retriever))
   lines = [json.dumps({"text": TEXTS[1][0], "start": TEXTS[1][1], "end": TEXTS[1][2],
                        "id": 7}),
            "",
