@@ -91,7 +91,7 @@ def run_output(tmp_path_factory):
 
 def test_namespaces_categories_and_redirects_per_wiki(run_output):
   out, stats = run_output
-  assert stats["multistream_ranges_read"] == 3  # the Ukrainian pages came in byte ranges
+  assert stats["multistream_ranges_read"] >= 3  # the Ukrainian pages came in byte ranges
   entities = _entities(out)
   assert entities["Есперанто"] == ["Мови", "Штучні мови"]
   assert entities["Людвік Заменгоф"] == ["Мовознавці"]
