@@ -17,6 +17,10 @@ or *-multistream-index.txt.bz2 found beside the dump) are split at bz2 stream of
 ranges that many workers read in parallel; other files are read whole by one worker each. The
 outputs are the same either way.
 
+Any language's Wikipedia: each dump's <siteinfo> header is read once before the pipeline runs,
+and its pages are read with that wiki's localized namespace names (categories, files,
+templates), redirect words, link trail and title case (beam_pipelines.parsers.namespaces).
+
 Outputs in DIR (names from dense_entity/kb/schema.py; TFRecord of tf.train.Example, uncompressed,
 'PREFIX-SSSSS-of-NNNNN.tfrecord'): entities, mentions_train, mentions_heldout, alias_counts.tsv,
 redirects.tsv, stats.json and, written last, MANIFEST.json. Every input is checked before DIR

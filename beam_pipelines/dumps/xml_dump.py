@@ -3,7 +3,8 @@
 Pages are streamed (memory bounded by one page, not the file); a page that cannot be read is
 reported with file, offset and page id (DumpError) and skipped when the caller handles errors.
 Byte ranges of multistream dumps (planned by beam_pipelines.dumps.multistream) are read with the
-same code.
+same code. The <siteinfo> header (the wiki's language, namespaces and title case) is read on
+its own by read_siteinfo (SiteInfo).
 """
 
 import bz2
@@ -12,7 +13,7 @@ import io
 import os
 import re
 import xml.etree.ElementTree as ET
-from typing import BinaryIO, Callable, Iterator, Optional, Tuple, Union
+from typing import BinaryIO, Callable, Dict, Iterator, Optional, Tuple, Union
 
 _READ_BLOCK = 1 << 20  # bytes read from the (decompressed) dump at a time
 _PAGE_START = re.compile(rb"<page[\s>]")
@@ -231,6 +232,116 @@ def check_dump_start(source: Union[str, os.PathLike, BinaryIO], source_name: Opt
   if not _PAGE_START.search(text, match.end()) and len(head) < head_bytes:
     ending = f"its bz2 data is corrupt ({failure})" if failure else "the file ends"
     raise DumpError(f"{source_name}: holds no <page> before {ending}; {expected}")
+
+
+@dataclasses.dataclass(frozen=True)
+class SiteInfo:
+  """The <siteinfo> header of a MediaWiki XML export: the wiki's language and namespaces.
+
+  Attributes:
+    dbname: the wiki's database name ('ukwiki'; '' when the header has none).
+    lang: the content language: the xml:lang attribute of <mediawiki> ('uk'), else the
+      dbname without its 'wiki' suffix; '' when neither is there.
+    case: the main namespace's title case, 'first-letter' (the first character is
+      upper-cased, MediaWiki's default) or 'case-sensitive' (Wiktionary).
+    namespaces: namespace number -> (localized name as written, case) for every
+      <namespace> but the main one ('' name), e.g. 14 -> ('Категорія', 'first-letter').
+  """
+  dbname: str = ""
+  lang: str = ""
+  case: str = "first-letter"
+  namespaces: Tuple[Tuple[int, str, str], ...] = ()
+
+  def namespace_names(self) -> Dict[int, str]:
+    return {key: name for key, name, _ in self.namespaces}
+
+
+_SITEINFO_END = b"</siteinfo>"
+_MEDIAWIKI_LANG = re.compile(rb"<mediawiki\b[^>]*?\bxml:lang=\"([^\"]*)\"")
+
+
+def parse_siteinfo(head: bytes, source: str = "") -> SiteInfo:
+  """Parses the <siteinfo> element of an export's head (the bytes before its first <page>).
+
+  Args:
+    head: decompressed bytes from the start of the export, holding '<siteinfo>...</siteinfo>'.
+    source: file name for the error message.
+
+  Returns:
+    SiteInfo; an empty SiteInfo() (English defaults) when `head` holds no <siteinfo>.
+
+  Raises:
+    DumpError: a <siteinfo> element that is not well-formed XML, naming `source`.
+  """
+  lang_match = _MEDIAWIKI_LANG.search(head[:4096])
+  start = head.find(b"<siteinfo")
+  end = head.find(_SITEINFO_END, start)
+  if start < 0 or end < 0:
+    lang = lang_match.group(1).decode("utf-8", "replace") if lang_match else ""
+    return SiteInfo(lang=lang)
+  try:
+    element = ET.fromstring(head[start:end + len(_SITEINFO_END)])
+  except ET.ParseError as e:
+    raise DumpError(f"{source or '<stream>'}: malformed <siteinfo> header: {e}") from e
+  dbname = ""
+  case = "first-letter"
+  namespaces = []
+  for child in element:
+    name = _local_name(child.tag)
+    if name == "dbname":
+      dbname = (child.text or "").strip()
+    elif name == "case":
+      case = (child.text or "").strip() or case
+    elif name == "namespaces":
+      for ns in child:
+        if _local_name(ns.tag) != "namespace":
+          continue
+        try:
+          key = int(ns.get("key", ""))
+        except ValueError as e:
+          raise DumpError(f"{source or '<stream>'}: <namespace> with key "
+                          f"{ns.get('key')!r} in <siteinfo>") from e
+        if key != 0:
+          namespaces.append((key, (ns.text or "").strip(), ns.get("case", case)))
+  lang = lang_match.group(1).decode("utf-8", "replace") if lang_match else ""
+  if not lang and dbname.endswith("wiki"):
+    lang = dbname[:-len("wiki")].replace("_", "-")
+  return SiteInfo(dbname=dbname, lang=lang, case=case, namespaces=tuple(sorted(namespaces)))
+
+
+def read_siteinfo(source: Union[str, os.PathLike, BinaryIO], source_name: Optional[str] = None,
+                  head_bytes: int = HEAD_BYTES) -> SiteInfo:
+  """Reads the <siteinfo> header of a dump (plain or bz2; of a multistream dump it is in the
+  first stream, so only that is decompressed): at most `head_bytes` decompressed bytes, up to
+  '</siteinfo>' or the first <page>.
+
+  Returns:
+    SiteInfo; SiteInfo() (English defaults) for an export without a <siteinfo> header.
+
+  Raises:
+    DumpError: the file cannot be read or decompressed, or its header is malformed.
+  """
+  if source_name is None:
+    source_name = os.fspath(source) if isinstance(source, (str, os.PathLike)) else "<stream>"
+  try:
+    stream = open_dump(source)
+  except OSError as e:
+    raise DumpError(f"{source_name}: cannot be read: {e}") from e
+  head = b""
+  try:
+    while len(head) < head_bytes:
+      block = stream.read1(min(_READ_BLOCK, head_bytes - len(head)))
+      if not block:
+        break
+      head += block
+      if _SITEINFO_END in head or _PAGE_START.search(head):
+        break
+  except (EOFError, OSError) as e:
+    raise DumpError(f"{source_name}: cannot be decompressed: {e}") from e
+  finally:
+    if stream is not source:
+      stream.close()
+  return parse_siteinfo(head, source_name)
 
 
 def _local_name(tag: str) -> str:

@@ -1,7 +1,8 @@
 """Pure functions from a dump's pages to the extraction's records; no Beam here.
 
   namespaces    link and redirect targets: namespace / interwiki classification of a title,
-                normalize_target, redirect_target of a page
+                normalize_target, redirect_target of a page, per wiki (Site, from the dump's
+                <siteinfo>: localized namespaces, redirect words, link trail, title case)
   wikitext      the wikitext renderer: parse_article -> plain text, links, categories, first
                 paragraph (mwparserfromhell)
   page_kinds    pages that are no entities (disambiguation pages: __DISAMBIG__, templates,

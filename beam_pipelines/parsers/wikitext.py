@@ -22,7 +22,6 @@ import mwparserfromhell
 from mwparserfromhell import nodes as mw_nodes
 
 from beam_pipelines.parsers import namespaces
-from dense_entity.kb import titles
 
 # Where a mention was found (Link.source): the article's prose, or the outermost non-prose
 # container holding it, rendered as lines of its own after the prose.
@@ -171,7 +170,6 @@ _MONTHS = ("January", "February", "March", "April", "May", "June", "July", "Augu
            "September", "October", "November", "December")
 _NUMBER = re.compile(r"^([-+\u2212]?)(\d+)(\.\d+)?$")
 _YES = frozenset(["y", "yes", "1", "true"])
-_LINK_TRAIL = re.compile(r"[a-z]+")  # MediaWiki (en) linktrail: /^([a-z]+)(.*)$/sD
 _BEHAVIOR_SWITCH = re.compile(r"__[A-Z]+__")
 _APOSTROPHES = re.compile(r"'{2,}")
 _WS = re.compile(r"(\s+)")
@@ -197,11 +195,12 @@ def _stray_tag(match: "re.Match[str]") -> str:
   return " " if match.group(0)[1:3].lower() == "br" else ""
 
 
-def pipe_trick(title: str) -> str:
-  """The text MediaWiki shows for '[[title|]]': the title without its namespace prefix and
-  trailing '(qualifier)', or else without ', qualifier'. 'Pine Hill (Ohio)' -> 'Pine Hill'."""
+def pipe_trick(title: str, site: Optional[namespaces.Site] = None) -> str:
+  """The text MediaWiki shows for '[[title|]]': the title without its namespace prefix (of
+  `site`, default English) and trailing '(qualifier)', or else without ', qualifier'.
+  'Pine Hill (Ohio)' -> 'Pine Hill'."""
   t = title.strip().lstrip(":")
-  kind, rest, _ = namespaces.classify_title(t)
+  kind, rest, _ = namespaces.classify_title(t, site)
   if kind not in (namespaces.MAIN, namespaces.EMPTY):
     t = rest
   stripped = _PARENTHETICAL.sub("", t)
@@ -248,10 +247,13 @@ def format_date(year: str, month: str = "", day: str = "", day_first: bool = Fal
   return f"{d} {_MONTHS[m - 1]} {y}" if day_first else f"{_MONTHS[m - 1]} {d}, {y}"
 
 
-def _template_name(node) -> str:
+def _template_name(node, site: Optional[namespaces.Site] = None) -> str:
   """A template's name as MediaWiki matches it: '_' as space, single spaces, lower case,
-  'Template:' dropped ('{{Template:Birth_date|..}}' -> 'birth date')."""
+  'Template:' (or the wiki's localized name of namespace 10, 'Шаблон:') dropped
+  ('{{Template:Birth_date|..}}' -> 'birth date')."""
   name = " ".join(str(node.name).replace("_", " ").split()).lower()
+  if site is not None:
+    return site.template_name(name)
   return name[len("template:"):].strip() if name.startswith("template:") else name
 
 
@@ -488,8 +490,9 @@ class _Renderer:
   mention is removed again.
   """
 
-  def __init__(self, page_title: str):
-    self.page_title = titles.normalize_title(page_title)
+  def __init__(self, page_title: str, site: Optional[namespaces.Site] = None):
+    self.site = site or namespaces.DEFAULT_SITE
+    self.page_title = self.site.normalize_page_title(page_title)
     self.links: List[Link] = []
     self.categories: List[str] = []
     self.dropped: Dict[str, int] = {}
@@ -536,7 +539,7 @@ class _Renderer:
     """Renders a sub-tree (link text, heading) as one clean line; its links are not mentions."""
     if code is None:
       return ""
-    sub = _Renderer(self.page_title)
+    sub = _Renderer(self.page_title, self.site)
     sub.categories = self.categories  # a category inside link text still counts
     sub.pending = self.pending  # so do refs, tables, templates inside link text
     sub.source = self.source
@@ -567,7 +570,8 @@ class _Renderer:
       if isinstance(node, mw_nodes.Wikilink):
         trail = ""
         if i + 1 < len(node_list) and isinstance(node_list[i + 1], mw_nodes.Text):
-          match = _LINK_TRAIL.match(node_list[i + 1].value)
+          link_trail = self.site.link_trail
+          match = link_trail.match(node_list[i + 1].value) if link_trail else None
           if match:
             trail = match.group(0)
         if self.wikilink(node, out, mentions, trail):
@@ -612,7 +616,7 @@ class _Renderer:
       The indices (into node.params) of the parameters rendered here ([] for a constant
       template); None for every other template (nothing rendered).
     """
-    name = _template_name(node)
+    name = _template_name(node, self.site)
     function = _parser_function(node)
     self.templates.setdefault(function[0] if function else name)
     if function is not None:
@@ -818,9 +822,9 @@ class _Renderer:
   def wikilink(self, node, out: _Emitter, mentions: bool, trail: str) -> bool:
     """Renders one wikilink; returns True when `trail` was used."""
     raw_title = str(node.title)
-    kind, rest, leading_colon = namespaces.classify_title(raw_title)
+    kind, rest, leading_colon = self.site.classify_title(raw_title)
     if kind == namespaces.CATEGORY and not leading_colon:
-      name = namespaces.normalize_target(rest)
+      name = self.site.normalize_target(rest, namespaces.CATEGORY_NAMESPACE)
       if name and name not in self.categories:
         self.categories.append(name)
       self.count("category")
@@ -846,7 +850,7 @@ class _Renderer:
         if str(node.text):  # '[[Foo| ]]'
           anchor = ""
         else:
-          anchor = pipe_trick(_clean_inline(self.render_inline(node.title)))
+          anchor = pipe_trick(_clean_inline(self.render_inline(node.title)), self.site)
     else:
       anchor = self.render_inline(node.title)
       if anchor.startswith(":"):
@@ -867,7 +871,7 @@ class _Renderer:
     if rest.startswith("#"):
       target = self.page_title  # same-page section link
     else:
-      target = namespaces.normalize_target(rest)
+      target = self.site.normalize_target(rest)
     if not target:
       self.count("invalid_target" if rest.split("#", 1)[0].strip() else "empty")
       if anchor:
@@ -920,7 +924,8 @@ def _first_paragraph(text: str, lead_end: Optional[int], list_lines: Sequence[in
   return fallback
 
 
-def parse_article(wikitext: str, page_title: str) -> ParsedArticle:
+def parse_article(wikitext: str, page_title: str,
+                  site: Optional[namespaces.Site] = None) -> ParsedArticle:
   """Renders an article's wikitext to plain text with its links, categories, first paragraph.
 
   Rules (MediaWiki rendering, reduced to what mention and entity features need):
@@ -967,6 +972,9 @@ def parse_article(wikitext: str, page_title: str) -> ParsedArticle:
   Args:
     wikitext: the page's wikitext (XML entities already decoded by the XML parser).
     page_title: the page's title (target of same-page section links).
+    site: the wiki's title rules (namespaces.site_for of the dump's <siteinfo>): which link
+      prefixes are categories, files, other namespaces, interlanguage or interwiki links, the
+      link trail, the title case. None: English Wikipedia's (namespaces.DEFAULT_SITE).
 
   Returns:
     ParsedArticle; for every link, text[link.start:link.end] == link.anchor. The first
@@ -981,7 +989,7 @@ def parse_article(wikitext: str, page_title: str) -> ParsedArticle:
     # start, so the indentation is removed before parsing.
     wikitext = _INDENTED_TABLE.sub("", wikitext)
   code = mwparserfromhell.parse(wikitext, skip_style_tags=True)
-  renderer = _Renderer(page_title)
+  renderer = _Renderer(page_title, site)
   out = _Emitter()
   renderer.walk(code.nodes, out, mentions=True)
   prose_end = out.length

@@ -195,16 +195,37 @@ def page_key(page: xml_dump.Page) -> Tuple[int, str]:
   return page.ns, titles.normalize_title(page.title)
 
 
-def pick_page(key_pages: Tuple[Tuple[int, str], Iterable[xml_dump.Page]]) -> xml_dump.Page:
+def pick_page(key_pages: Tuple[Tuple[int, str], Iterable[xml_dump.Page]],
+              sites: Optional[Dict[str, xml_dump.SiteInfo]] = None) -> xml_dump.Page:
   """One page per title when several inputs hold it: prefer an article over a redirect, then
-  the longer text, then the larger page id (deterministic)."""
+  the longer text, then the larger page id (deterministic). `sites`: SiteInfo by file, for
+  the redirect words of each page's wiki."""
   _, pages = key_pages
   pages = list(pages)
   if len(pages) == 1:
     return pages[0]
   _count("pages_duplicate_title", len(pages) - 1)
-  return max(pages, key=lambda p: (namespaces.redirect_target(p) is None, len(p.text),
-                                   p.page_id, p.text, p.title))
+  sites = sites or {}
+  return max(pages, key=lambda p: (
+      namespaces.site_for(sites.get(p.source)).redirect_target(p) is None, len(p.text),
+      p.page_id, p.text, p.title))
+
+
+def read_site_infos(paths: Sequence[str]) -> Dict[str, xml_dump.SiteInfo]:
+  """The <siteinfo> header of each dump file (any file system), by path.
+
+  Read once when the pipeline is built (the header is in the first bz2 stream of a multistream
+  dump, which later reads of byte ranges never see) and passed to the DoFns, so that each
+  page is read with the namespaces, redirect words, link trail and title case of its own wiki.
+
+  Raises:
+    xml_dump.DumpError: a file whose header cannot be read, naming it.
+  """
+  infos = {}
+  for path in paths:
+    with FileSystems.open(path, compression_type="uncompressed") as f:
+      infos[path] = xml_dump.read_siteinfo(f, source_name=path)
+  return infos
 
 
 class ParsePageFn(beam.DoFn):
@@ -212,7 +233,14 @@ class ParsePageFn(beam.DoFn):
   'disambiguation' (title), 'category' (category name, hidden) and 'mention' (raw target,
   MentionTuple), the main output.
 
-  Namespace-0 pages (from the <ns> tag) are articles, redirects or disambiguation pages.
+  Namespace-0 pages (from the <ns> tag) are articles, redirects or disambiguation pages. Each
+  page is read with the title rules of its wiki (namespaces.site_for of the SiteInfo of its
+  file in `sites`; English rules for a file not there): localized namespaces, redirect words,
+  link trail, title case. A redirect whose target lies in another namespace
+  ('#REDIRECT [[Категорія:X]]') is counted 'redirects_to_other_namespace' and passed on with
+  its prefix in English form (namespaces.Site.english_form: 'Category:X'), so that the KB
+  merge, which knows no wiki, drops it and the mentions of its title as other-namespace
+  links.
   An article is rendered by parsers.wikitext.parse_article; its mentions and their features
   come from parsers.mentions.article_mentions (dense_entity.kb.mention_features over the
   article's plain text, sentence spans computed once). A disambiguation page
@@ -229,26 +257,34 @@ class ParsePageFn(beam.DoFn):
   DISAMBIGUATION = "disambiguation"
   CATEGORY = "category"
 
-  def __init__(self, max_page_chars: int = MAX_PAGE_CHARS):
+  def __init__(self, max_page_chars: int = MAX_PAGE_CHARS,
+               sites: Optional[Dict[str, xml_dump.SiteInfo]] = None):
     super().__init__()
     self._max_page_chars = max_page_chars
+    self._sites = dict(sites or {})
 
   def process(self, page: xml_dump.Page):
+    site = namespaces.site_for(self._sites.get(page.source))
     if page.ns != 0:
       _count("pages_other_namespace")
       if page.ns == CATEGORY_NAMESPACE:
-        yield from self._category(page)
+        yield from self._category(page, site)
       return
-    title = titles.normalize_title(page.title)
+    title = site.normalize_page_title(page.title)
     if not title:
       _count("pages_empty_title")
       return
     try:
-      target = namespaces.redirect_target(page)
+      target = site.redirect_target(page)
     except Exception as e:  # pylint: disable=broad-except
       self._report(page, e)
       return
     if target is not None:
+      if target and not site.is_main_namespace_title(target):
+        # Kept as a redirect (mentions of its title are then dropped as links to another
+        # namespace, not kept as links to a missing article), its prefix in English form.
+        _count("redirects_to_other_namespace")
+        target = site.english_form(target)
       if target and target != title:
         _count("redirects")
         yield beam.pvalue.TaggedOutput(self.REDIRECT, (title, target))
@@ -259,7 +295,7 @@ class ParsePageFn(beam.DoFn):
       self._report(page, f"page of {len(page.text)} characters exceeds {self._max_page_chars}")
       return
     try:
-      parsed = wikitext.parse_article(page.text, page.title)
+      parsed = wikitext.parse_article(page.text, page.title, site)
       disambiguation = page_kinds.disambiguation_reason(parsed, title)
       mentions = [] if disambiguation else mentions_lib.article_mentions(
           parsed, page.page_id, title)
@@ -283,13 +319,13 @@ class ParsePageFn(beam.DoFn):
         self.ARTICLE, (title, (page.page_id, parsed.first_paragraph, tuple(parsed.categories))))
     yield from mentions
 
-  def _category(self, page: xml_dump.Page):
+  def _category(self, page: xml_dump.Page, site: namespaces.Site):
     """(category name, hidden) of a category page that hides its category or whose name
     looks like a maintenance category's (page_kinds.is_maintenance_category)."""
-    kind, rest, _ = namespaces.classify_title(page.title)
-    if kind != namespaces.CATEGORY:  # a prefix not in namespaces.CATEGORY_NAMESPACES
+    kind, rest, _ = site.classify_title(page.title)
+    if kind != namespaces.CATEGORY:  # a prefix that is not a category namespace name
       rest = page.title.split(":", 1)[-1]
-    name = namespaces.normalize_target(rest)
+    name = site.normalize_target(rest, namespaces.CATEGORY_NAMESPACE)
     if not name:
       return
     try:
@@ -376,12 +412,14 @@ class ExtractWikipedia(beam.PTransform):
   """
 
   def __init__(self, heldout_fraction: float = DEFAULT_HELDOUT_FRACTION,
-               max_page_chars: int = MAX_PAGE_CHARS):
+               max_page_chars: int = MAX_PAGE_CHARS,
+               sites: Optional[Dict[str, xml_dump.SiteInfo]] = None):
     super().__init__()
     if not 0.0 <= heldout_fraction <= 1.0:
       raise ValueError(f"heldout_fraction must be in [0, 1], got {heldout_fraction}")
     self._heldout_fraction = heldout_fraction
     self._max_page_chars = max_page_chars
+    self._sites = dict(sites or {})
 
   def expand(self, inputs):
     paths, descriptions = inputs[:2]
@@ -394,9 +432,9 @@ class ExtractWikipedia(beam.PTransform):
              # pages so that parsing parallelizes (it replaces a plain beam.Reshuffle).
              | "KeyByTitle" >> beam.Map(lambda p: (page_key(p), p))
              | "DedupeAndReshufflePages" >> beam.GroupByKey()
-             | "PickPage" >> beam.Map(pick_page))
+             | "PickPage" >> beam.Map(pick_page, sites=self._sites))
     parsed = pages | "ParsePages" >> beam.ParDo(
-        ParsePageFn(self._max_page_chars)).with_outputs(
+        ParsePageFn(self._max_page_chars, self._sites)).with_outputs(
             ParsePageFn.REDIRECT, ParsePageFn.ARTICLE, ParsePageFn.DISAMBIGUATION,
             ParsePageFn.CATEGORY, main="mention")
     # Hidden categories: the dump's category pages decide where it has them (one flag per
@@ -497,9 +535,14 @@ def build_pipeline(pipeline: beam.Pipeline, input_patterns: Sequence[str], outpu
     ValueError: an index file belongs to no input dump.
   """
   index_paths = {}
+  dump_paths = _expand_patterns(list(input_patterns))
   if multistream_index:
-    index_paths = multistream.pair_multistream_indexes(_expand_patterns(list(input_patterns)),
+    index_paths = multistream.pair_multistream_indexes(dump_paths,
                                                        _expand_patterns([multistream_index]))
+  sites = read_site_infos(dump_paths)
+  for path, info in sorted(sites.items()):
+    logging.info("%s: wiki %s, language %r, %d namespaces, case %s.", path,
+                 info.dbname or "?", info.lang, len(info.namespaces), info.case)
   paths = (pipeline
            | "InputPatterns" >> beam.Create(list(input_patterns))
            | "MatchFiles" >> fileio.MatchAll()
@@ -516,7 +559,7 @@ def build_pipeline(pipeline: beam.Pipeline, input_patterns: Sequence[str], outpu
   listed_redirects = _read_lists(pipeline, "TitleRedirects", redirect_lists,
                                  title_lists_lib.parse_redirect_line, "title_list_redirects")
   outputs = ((paths, description_pairs, listed, listed_redirects)
-             | "Extract" >> ExtractWikipedia(heldout_fraction, max_page_chars))
+             | "Extract" >> ExtractWikipedia(heldout_fraction, max_page_chars, sites))
   join = os.path.join if "://" not in output_dir else FileSystems.join
   written = []
   written.append(

@@ -22,7 +22,7 @@ MAX_REDIRECT_HOPS = 8
 _WHITESPACE = re.compile(r"[\s_\u00a0\u200e\u200f]+")
 
 
-def normalize_title(title: str) -> str:
+def normalize_title(title: str, first_letter: bool = True) -> str:
   """Returns `title` normalized as MediaWiki does for main-namespace titles.
 
   Steps: drop a '#fragment', percent-decode, decode HTML entities, turn '_' and whitespace runs
@@ -31,6 +31,9 @@ def normalize_title(title: str) -> str:
 
   Args:
     title: a raw title or link target, e.g. 'the_Silver Owls', 'Kestrel%27s_Rock'.
+    first_letter: upper-case the first character (MediaWiki's 'first-letter' case, the
+      default of every Wikipedia); False for a 'case-sensitive' wiki (Wiktionary), whose
+      titles keep their first letter as written.
 
   Returns:
     The normalized title, '' when nothing is left (e.g. '#Section' or '  ').
@@ -44,6 +47,8 @@ def normalize_title(title: str) -> str:
   t = unicodedata.normalize("NFC", t)
   if not t:
     return ""
+  if not first_letter:
+    return t
   first = t[0].upper()
   # Some characters upper-case to several (e.g. 'ß' -> 'SS'); MediaWiki keeps those as they are.
   if len(first) != 1:
