@@ -26,9 +26,9 @@ Outputs in DIR (names from dense_entity/kb/schema.py; TFRecord of tf.train.Examp
 'PREFIX-SSSSS-of-NNNNN.tfrecord'): entities, mentions_train, mentions_heldout, alias_counts.tsv,
 redirects.tsv, stats.json and, written last, MANIFEST.json. Every input is checked before DIR
 is touched (patterns match files; dumps are MediaWiki XML exports with pages, not empty or raw
-wikitext, or HTML dumps whose first record parses; lists hold lines of their kind); files are written to a staging directory inside
-DIR and moved into place only after the pipeline succeeded and read something (pages, entities,
-a line of each list given). A failed run exits non-zero and leaves a finished extraction in DIR
+wikitext, or HTML dumps whose first record parses; lists hold lines of their kind); files are
+written to a staging directory inside DIR and moved into place only after the pipeline
+succeeded and read something (pages, entities, a line of each list given). A failed run exits non-zero and leaves a finished extraction in DIR
 as it was. DIR must be new, empty or an earlier extraction: a file, another stage's output (a
 model, reports, an index, ...) or a directory of other files is refused before any work.
 Flags that are neither this module's nor Beam pipeline options are an error.

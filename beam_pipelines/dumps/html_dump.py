@@ -84,12 +84,12 @@ def open_text(source: Union[str, os.PathLike, BinaryIO]) -> BinaryIO:
     if owns:
       base.close()
     raise
-  raw = io.BufferedReader(xml_dump._PrefixedReader(head, base, owns_fileobj=owns),  # pylint: disable=protected-access
+  raw = io.BufferedReader(xml_dump.PrefixedReader(head, base, owns_fileobj=owns),
                           buffer_size=_READ_BLOCK)
   if head[:2] == b"\x1f\x8b":
     return _ClosingGzipFile(raw)
   if head == b"BZh":
-    return xml_dump._ClosingBZ2File(raw)  # pylint: disable=protected-access
+    return xml_dump.ClosingBZ2File(raw)
   return raw
 
 
@@ -298,8 +298,8 @@ def check_dump_start(source: Union[str, os.PathLike, BinaryIO],
   pipeline.
 
   Raises:
-    xml_dump.DumpError: naming the file, the line and why (empty file, not JSON, a field
-      missing), with what an HTML dump holds.
+    xml_dump.DumpError: naming the file, the line and why (empty file, not JSON, JSON lines
+      of another kind: a field missing), with what an HTML dump holds.
   """
   if source_name is None:
     source_name = os.fspath(source) if isinstance(source, (str, os.PathLike)) else "<stream>"
@@ -318,8 +318,11 @@ def check_dump_start(source: Union[str, os.PathLike, BinaryIO],
         if parse_page_line(line, source_name, number) is not None:
           return
       except ValueError as e:
-        raise xml_dump.DumpError(f"{source_name}: line {number} is not an HTML dump record "
-                                 f"({e}): {line[:80]!r}; {EXPECTED}") from e
+        holds = "" if str(e).startswith(("not JSON", "not UTF-8")) else "holds JSON, but "
+        shown = line[:80].decode("utf-8", "replace")
+        raise xml_dump.DumpError(f"{source_name}: {holds}line {number} is not an HTML dump "
+                                 f"record ({e}): {shown!r}; {EXPECTED}; or a MediaWiki XML "
+                                 "export (<mediawiki> with <page> elements)") from e
   finally:
     if stream is not source:
       stream.close()

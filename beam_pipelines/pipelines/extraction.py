@@ -248,8 +248,8 @@ class ParsePageFn(beam.DoFn):
   An article is rendered by parsers.wikitext.parse_article, an HTML dump's page
   (html_dump.HtmlPage: never a redirect page; the redirects its record lists come out as
   (redirect, page title), counted 'redirects_from_html_records') by
-  parsers.html_article.parse_html_article, to the same ParsedArticle; its mentions and their features
-  come from parsers.mentions.article_mentions (dense_entity.kb.mention_features over the
+  parsers.html_article.parse_html_article, to the same ParsedArticle; its mentions and their
+  features come from parsers.mentions.article_mentions (dense_entity.kb.mention_features over the
   article's plain text, sentence spans computed once). A disambiguation page
   (parsers.page_kinds.disambiguation_reason: '__DISAMBIG__', a disambiguation template or
   category, a '(disambiguation)' title) gives no article and no mention: its title goes to

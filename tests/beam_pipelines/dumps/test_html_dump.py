@@ -47,8 +47,10 @@ def test_reads_records_plain_gzip_and_bz2(compress):
 
 
 def test_malformed_line_names_file_and_line_and_reading_goes_on():
-  data = (LINES[0] + "\n{\"name\": \"Bad\", \n" + record(9, "X", "<p/>")[:-1] + ", \"identifier\": \"q\"}\n"
-          + json.dumps({"name": "No Body", "identifier": 3}) + "\n" + LINES[2] + "\n")
+  bad_id = json.loads(record(9, "X", "<p/>"))
+  bad_id["identifier"] = "q"
+  data = "\n".join([LINES[0], '{"name": "Bad", ', json.dumps(bad_id),
+                     json.dumps({"name": "No Body", "identifier": 3}), LINES[2]]) + "\n"
   errors = []
   pages = list(html_dump.iter_pages(io.BytesIO(data.encode()), on_error=errors.append,
                                     source_name="dump.ndjson"))
@@ -97,7 +99,8 @@ def test_check_dump_start(tmp_path):
   bad = tmp_path / "bad.ndjson"
   bad.write_text("\n" + json.dumps({"title": "Gravel Bay", "text": "x"}) + "\n")
   with pytest.raises(xml_dump.DumpError,
-                     match=r"bad.ndjson: line 2 is not an HTML dump record \(no \"name\" field"):
+                     match=r"bad.ndjson: holds JSON, but line 2 is not an HTML dump record "
+                           r"\(no \"name\" field"):
     html_dump.check_dump_start(str(bad))
 
 

@@ -19,13 +19,16 @@ PARSOID = """<!DOCTYPE html>
 <meta charset="utf-8"/><title>Ore River</title><base href="//en.wikipedia.org/wiki/"/></head>
 <body class="mw-content-ltr parsoid-body mediawiki mw-parser-output" lang="en">
 <section data-mw-section-id="0" id="mwAQ">
-<div role="note" class="hatnote navigation-not-searchable" about="#mwt1" typeof="mw:Transclusion"
- data-mw='{"parts":[{"template":{"target":{"wt":"About","href":"./Template:About"},"params":{},"i":0}}]}'
+<div role="note" class="hatnote navigation-not-searchable" about="#mwt1"
+ typeof="mw:Transclusion"
+ data-mw='{"parts":[{"template":{"target":{"wt":"About","href":"./Template:About"}}}]}'
 >For the creek, see <a rel="mw:WikiLink" href="./Ore_Creek" title="Ore Creek">Ore Creek</a>.</div>
 <table class="infobox" about="#mwt2" typeof="mw:Transclusion"
- data-mw='{"parts":[{"template":{"target":{"wt":"Infobox river\\n","href":"./Template:Infobox_river"},"params":{},"i":0}}]}'
-><tbody><tr><th>Mouth</th><td><a rel="mw:WikiLink" href="./Gull_Sea" title="Gull Sea">Gull Sea</a></td></tr>
-<tr><th><a rel="mw:WikiLink" href="./River_mouth" title="River mouth">Mouth</a> elevation</th><td>0 m</td></tr>
+ data-mw='{"parts":[{"template":{"target":{"wt":"Infobox river\\n"}}}]}'
+><tbody><tr><th>Mouth</th><td><a rel="mw:WikiLink" href="./Gull_Sea"
+ title="Gull Sea">Gull Sea</a></td></tr>
+<tr><th><a rel="mw:WikiLink" href="./River_mouth" title="River mouth">Mouth</a> elevation</th>
+<td>0 m</td></tr>
 </tbody></table>
 <p id="mwAg"><b>Ore River</b> is a river that flows past <a rel="mw:WikiLink" href="./Port_Alder"
  title="Port Alder" id="mwAw">Port Alder</a> into <a rel="mw:WikiLink" href="./Lake_Fen"
@@ -44,14 +47,16 @@ PARSOID = """<!DOCTYPE html>
 </section>
 <section data-mw-section-id="1"><h2 id="Course">Course</h2>
 <p>It passes <a rel="mw:WikiLink" href="./Port_Alder" title="Port Alder">the port</a> twice and
- the <a rel="mw:WikiLink" href="./Caf%C3%A9_Noir_(ship)" title="Café Noir (ship)"><i>Café Noir</i></a>.</p>
+ the <a rel="mw:WikiLink" href="./Caf%C3%A9_Noir_(ship)"
+ title="Café Noir (ship)"><i>Café Noir</i></a>.</p>
 <ul><li><a rel="mw:WikiLink" href="./Mill_Weir">Mill Weir</a> on the <a rel="mw:WikiLink"
  href="./Category:Weirs">weir list</a></li></ul>
 <table class="wikitable"><tbody><tr><th>Town</th></tr>
 <tr><td><a rel="mw:WikiLink" href="./Birch_Cove">Birch Cove</a></td></tr></tbody></table>
 </section>
 <section data-mw-section-id="2"><h2 id="References">References</h2>
-<div class="mw-references-wrap" typeof="mw:Extension/references"><ol class="mw-references references">
+<div class="mw-references-wrap" typeof="mw:Extension/references"><ol
+ class="mw-references references">
 <li id="cite_note-1"><span class="mw-reference-text"><a rel="mw:WikiLink" href="./Cited_Page">Cited
  Page</a></span></li></ol></div>
 <div role="navigation" class="navbox"><table class="nowraplinks"><tbody><tr><td><a
@@ -133,18 +138,24 @@ CLASSIC = """<!-- http%3A//en.wikipedia.org/wiki%3Faction%3Drender -->
  class="reference"><a href="#cite_note-1"><span>[</span>1<span>]</span></a></sup> past <a
  href="/wiki/Port_Alder" class="mw-redirect" title="Port Alder">Port&#160;Alder</a> and <a
  href="//de.wikipedia.org/wiki/Erz" class="extiw" title="de:Erz">Erz</a>.<sup
- class="noprint Inline-Template Template-Fact"><a href="//en.wikipedia.org/wiki/Wikipedia:Citation_needed"
+ class="noprint Inline-Template Template-Fact"><a
+ href="//en.wikipedia.org/wiki/Wikipedia:Citation_needed"
  title="Wikipedia:Citation needed">citation needed</a></sup> See <a href="#Course">below</a>.</p>
 <div class="thumb tright"><div class="thumbinner"><a href="//en.wikipedia.org/wiki/File:Ore.jpg"
  class="image"><img alt="" src="//upload.wikimedia.org/x.jpg"/></a><div class="thumbcaption"><div
- class="magnify"><a href="//en.wikipedia.org/wiki/File:Ore.jpg" class="internal" title="Enlarge"></a>
-</div>The <a href="//en.wikipedia.org/wiki/Ore_River_Bridge" title="Ore River Bridge">bridge</a></div></div></div>
-<h2><span class="mw-editsection">[<a href="/w/index.php?title=Ore_River&amp;action=edit&amp;section=1"
- title="Edit section: Course">edit</a>]</span><span class="mw-headline" id="Course">Course</span></h2>
+ class="magnify"><a href="//en.wikipedia.org/wiki/File:Ore.jpg" class="internal"
+ title="Enlarge"></a>
+</div>The <a href="//en.wikipedia.org/wiki/Ore_River_Bridge"
+ title="Ore River Bridge">bridge</a></div></div></div>
+<h2><span class="mw-editsection">[<a
+ href="/w/index.php?title=Ore_River&amp;action=edit&amp;section=1"
+ title="Edit section: Course">edit</a>]</span><span class="mw-headline"
+ id="Course">Course</span></h2>
 <p>Boats reach <a href="//en.wikipedia.org/wiki/Birch_Cove" title="Birch Cove"><img alt=""
  src="//upload.wikimedia.org/flag.png"/></a> <a href="http://example.org/">the harbour</a> and
  <a href="//en.wikipedia.org/wiki/100%25_Pure_(boat)" title="100% Pure (boat)">100% Pure</a>.</p>
-<table class="navbox"><tr><td><a href="//en.wikipedia.org/wiki/Other_River">Other River</a></td></tr></table>
+<table class="navbox"><tr><td><a
+ href="//en.wikipedia.org/wiki/Other_River">Other River</a></td></tr></table>
 """
 
 

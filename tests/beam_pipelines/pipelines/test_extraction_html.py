@@ -140,7 +140,8 @@ def test_bad_lines_are_skipped_and_the_first_line_is_checked(tmp_path, caplog):
   assert f"{path}: line 3: " in logged[1] and "no \"identifier\" field" in logged[1]
   bad_first = tmp_path / "bad_first.ndjson"
   bad_first.write_text('{"name": "Birch Cove", "identifier": 1}\n' + good, encoding="utf-8")
-  with pytest.raises(ValueError, match=r"bad_first.ndjson: line 1 is not an HTML dump record "
+  with pytest.raises(ValueError, match=r"bad_first.ndjson: holds JSON, but line 1 is not an HTML "
+                                       r"dump record "
                                        r"\(no \"article_body.html\" field\)"):
     extract.check_inputs([str(bad_first)])
 
