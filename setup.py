@@ -18,6 +18,7 @@ setup(
         "absl-py>=2.1",
         "numpy>=1.26",
         "mwparserfromhell==0.7.*",
+        "lxml>=5.2,<7",  # HTML dumps: the article HTML's tree (parsers.html_article)
         "blingfire==0.1.8",
         "gensim==4.4.*",  # its wheel ships the real Wikipedia sample the demo reads
         "bm25s==0.3.*",

@@ -1,4 +1,4 @@
-"""Beam pipeline: MediaWiki dumps -> entities, train/held-out mentions, alias counts.
+"""Beam pipeline: MediaWiki or HTML dumps -> entities, train/held-out mentions, alias counts.
 
 Gillick et al. (2019), section 5: training mentions are Wikipedia anchor links (the anchor text
 in the source page, the link target after redirect resolution as the gold entity), split 99.9% /
@@ -12,6 +12,11 @@ Usage (Beam's local FnApiRunner by default; any runner by standard Beam pipeline
       [--heldout_fraction=0.001] [--num_shards=N] \
       [--multistream_index=GLOB] [--multistream_range_mb=32] [beam flags...]
 
+--input takes MediaWiki XML exports and HTML dumps (NDJSON: one JSON object a line with
+`name`, `identifier`, `version.identifier`, `url`, `article_body.html`, as Wikimedia Enterprise
+HTML dumps; plain, .gz or .bz2), told apart by content, in any mix; both give the same records
+(beam_pipelines.parsers.html_article says which links of the HTML become mentions).
+
 Multistream dumps (*-pages-articles-multistream.xml.bz2) with their index (--multistream_index,
 or *-multistream-index.txt.bz2 found beside the dump) are split at bz2 stream offsets into byte
 ranges that many workers read in parallel; other files are read whole by one worker each. The
@@ -24,10 +29,10 @@ templates), redirect words, link trail and title case (beam_pipelines.parsers.na
 Outputs in DIR (names from dense_entity/kb/schema.py; TFRecord of tf.train.Example, uncompressed,
 'PREFIX-SSSSS-of-NNNNN.tfrecord'): entities, mentions_train, mentions_heldout, alias_counts.tsv,
 redirects.tsv, stats.json and, written last, MANIFEST.json. Every input is checked before DIR
-is touched (patterns match files; dumps are MediaWiki XML exports with pages, not empty, JSON or
-raw wikitext; lists hold lines of their kind); files are written to a staging directory inside
-DIR and moved into place only after the pipeline succeeded and read something (pages, entities,
-a line of each list given). A failed run exits non-zero and leaves a finished extraction in DIR
+is touched (patterns match files; dumps are MediaWiki XML exports with pages, not empty or raw
+wikitext, or HTML dumps whose first record parses; lists hold lines of their kind); files are
+written to a staging directory inside DIR and moved into place only after the pipeline
+succeeded and read something (pages, entities, a line of each list given). A failed run exits non-zero and leaves a finished extraction in DIR
 as it was. DIR must be new, empty or an earlier extraction: a file, another stage's output (a
 model, reports, an index, ...) or a directory of other files is refused before any work.
 Flags that are neither this module's nor Beam pipeline options are an error.
@@ -85,7 +90,11 @@ def main(argv: Sequence[str]) -> None:
 def _define_flags() -> None:
   from absl import flags  # pylint: disable=g-import-not-at-top
   flags.DEFINE_string("input", None, "Comma-separated file patterns of MediaWiki XML dumps "
-                      "(.xml or .xml.bz2, multistream included).")
+                      "(.xml or .xml.bz2, multistream included) and/or HTML dumps (one JSON "
+                      "object a line in Wikimedia Enterprise HTML dump layout: name, "
+                      "identifier, url, article_body.html; Parsoid or classic rendered HTML; "
+                      "plain, .gz or .bz2). Each file's format is told by its content (a first "
+                      "'{' is an HTML dump); a file of neither kind is refused before any work.")
   flags.DEFINE_string("output_dir", None, "Directory for the extraction outputs.")
   flags.DEFINE_string("descriptions", None, "Optional JSONL of entity descriptions "
                       '({"title", "text"} per line).')

@@ -115,6 +115,11 @@ class _ClosingBZ2File(bz2.BZ2File):
       self._raw.close()
 
 
+# Shared with beam_pipelines.dumps.html_dump (HTML dumps are opened the same way).
+PrefixedReader = _PrefixedReader
+ClosingBZ2File = _ClosingBZ2File
+
+
 def open_dump(source: Union[str, os.PathLike, BinaryIO],
               byte_range: Optional[Tuple[int, int]] = None) -> BinaryIO:
   """Opens a dump (or a byte range of a multistream dump) as a stream of decompressed XML bytes.

@@ -5,6 +5,8 @@
                 <siteinfo>: localized namespaces, redirect words, link trail, title case)
   wikitext      the wikitext renderer: parse_article -> plain text, links, categories, first
                 paragraph (mwparserfromhell)
+  html_article  the HTML renderer: parse_html_article (Parsoid or classic rendered HTML, lxml)
+                -> the same ParsedArticle as wikitext; which links are mentions, link_title
   page_kinds    pages that are no entities (disambiguation pages: __DISAMBIG__, templates,
                 categories, title) and categories that are no features (hidden:
                 __HIDDENCAT__ category pages, maintenance-category names)

@@ -81,6 +81,8 @@ class ParsedArticle:
     templates: names of the templates and parser functions the page calls (lower case,
       single spaces, no 'Template:' prefix; 'formatnum' for '{{formatnum:..}}'), in page
       order, each once; read by beam_pipelines.parsers.page_kinds.
+    list_item_links: how many of the prose links lie in list items (lines of '*', '#', ':',
+      ';' markup, <li>, <dd>, <dt>); the others lie in paragraphs and headings.
   """
   text: str
   links: List[Link]
@@ -90,6 +92,7 @@ class ParsedArticle:
   prose_end: int
   switches: Tuple[str, ...] = ()
   templates: Tuple[str, ...] = ()
+  list_item_links: int = 0
 
 
 # Tags whose contents are not prose. Tables, captions and galleries become pieces of their own
@@ -994,8 +997,28 @@ def parse_article(wikitext: str, page_title: str,
   renderer.walk(code.nodes, out, mentions=True)
   prose_end = out.length
   first = _first_paragraph(out.value(), renderer.lead_end, out.list_lines)
+  list_links = count_list_item_links(out.value(), renderer.links, out.list_lines)
   renderer.render_pieces(out)
   return ParsedArticle(text=out.value(), links=renderer.links,
                        categories=renderer.categories, first_paragraph=first,
                        dropped=renderer.dropped, prose_end=prose_end,
-                       switches=tuple(renderer.switches), templates=tuple(renderer.templates))
+                       switches=tuple(renderer.switches), templates=tuple(renderer.templates),
+                       list_item_links=list_links)
+
+
+def count_list_item_links(text: str, links: Sequence[Link], list_lines: Sequence[int]) -> int:
+  """How many of `links` (in text order) lie on a list-item line of `text` (lines starting at
+  an offset in `list_lines`, the TextEmitter's)."""
+  starts = set(list_lines)
+  n = 0
+  for link in links:
+    if text.rfind("\n", 0, link.start) + 1 in starts:
+      n += 1
+  return n
+
+
+# The text builder and first-paragraph rule, shared with beam_pipelines.parsers.html_article
+# (the HTML renderer builds its plain text exactly as this one does).
+TextEmitter = _Emitter
+INVISIBLE_CHARS = _INVISIBLE
+first_paragraph = _first_paragraph

@@ -5,6 +5,11 @@ in the source page, the link target after redirect resolution as the gold entity
 0.1% by a stable fingerprint of the source page; the knowledge base holds every article and every
 linked title; the alias table (AT-Prior, P(e|m)) counts anchors of the training split.
 
+Inputs are MediaWiki XML dumps or HTML dumps (one JSON object a line in the layout of
+Wikimedia Enterprise HTML dumps, beam_pipelines.dumps.html_dump), told apart by content; both
+give the same records (parsers.html_article renders HTML to the ParsedArticle that
+parsers.wikitext gives for wikitext).
+
 The DoFns here are thin: pages come from beam_pipelines.dumps, text, links and mentions from
 beam_pipelines.parsers; this module adds Beam counters for every page or record dropped, the
 joins (redirects, entities), the train/held-out split and the writes. `build_pipeline` adds the
@@ -28,7 +33,7 @@ import logging
 import os
 import socket
 import uuid
-from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
 
 import apache_beam as beam
 from apache_beam.io import fileio
@@ -36,9 +41,11 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics.metric import Metrics
 from apache_beam.options.pipeline_options import PipelineOptions
 
+from beam_pipelines.dumps import html_dump
 from beam_pipelines.dumps import multistream
 from beam_pipelines.dumps import xml_dump
 from beam_pipelines.parsers import descriptions as descriptions_lib
+from beam_pipelines.parsers import html_article
 from beam_pipelines.parsers import mentions as mentions_lib
 from beam_pipelines.parsers import namespaces
 from beam_pipelines.parsers import page_kinds
@@ -154,17 +161,24 @@ class PlanReadsFn(beam.DoFn):
       yield path, start, end
 
 
-class ReadPagesFn(beam.DoFn):
-  """ReadItem (or a plain file path) -> xml_dump.Page for every page in it.
+# A page of either input format.
+AnyPage = Union[xml_dump.Page, html_dump.HtmlPage]
 
-  Reads a MediaWiki dump (plain or bz2) whole, or, for a (path, start, end) item, only the bz2
-  streams in compressed bytes [start, end) of a multistream dump (one seek; memory bounded by
-  a page, not the file or range). A page, range or file tail that cannot be read is logged with
-  file, offset and page id, counted ('pages_unreadable') and skipped; the other pages still
-  come through. 'files_read' counts whole files and first ranges (start 0).
+
+class ReadPagesFn(beam.DoFn):
+  """ReadItem (or a plain file path) -> xml_dump.Page or html_dump.HtmlPage for every page.
+
+  A whole file's format is told by its content (html_dump.sniff_format): an HTML dump (NDJSON,
+  plain, gzip or bz2) gives HtmlPages, line by line; a MediaWiki dump (plain or bz2) gives
+  Pages, read whole, or, for a (path, start, end) item, only the bz2 streams in compressed
+  bytes [start, end) of a multistream dump (one seek; memory bounded by a page, not the file
+  or range). A page, line, range or file tail that cannot be read is logged with file and
+  offset, line or page id, counted ('pages_unreadable') and skipped; the other pages still
+  come through. 'files_read' counts whole files and first ranges (start 0), 'files_read_html'
+  the HTML dumps among them, 'pages_read_html' their pages.
   """
 
-  def process(self, item) -> Iterator[xml_dump.Page]:
+  def process(self, item) -> Iterator[AnyPage]:
     if isinstance(item, str):
       path, start, end = item, None, None
     else:
@@ -177,10 +191,21 @@ class ReadPagesFn(beam.DoFn):
       errors.append(error)
       _count("pages_unreadable")
 
+    input_format = html_dump.FORMAT_XML
+    if byte_range is None:
+      with FileSystems.open(path, compression_type="uncompressed") as f:
+        input_format = html_dump.sniff_format(f)
     with FileSystems.open(path, compression_type="uncompressed") as f:
-      for page in xml_dump.iter_pages(f, on_error=on_error, source_name=path,
-                                      byte_range=byte_range):
+      if input_format == html_dump.FORMAT_HTML:
+        pages = html_dump.iter_pages(f, on_error=on_error, source_name=path)
+        _count("files_read_html")
+      else:
+        pages = xml_dump.iter_pages(f, on_error=on_error, source_name=path,
+                                    byte_range=byte_range)
+      for page in pages:
         _count("pages_read")
+        if input_format == html_dump.FORMAT_HTML:
+          _count("pages_read_html")
         yield page
     if byte_range is None or start == 0:
       _count("files_read")
@@ -190,29 +215,36 @@ class ReadPagesFn(beam.DoFn):
       _count("files_with_errors" if byte_range is None else "multistream_ranges_with_errors")
 
 
-def page_key(page: xml_dump.Page) -> Tuple[int, str]:
+def page_key(page: AnyPage) -> Tuple[int, str]:
   """Dedupe key of a page: (namespace, normalized title)."""
   return page.ns, titles.normalize_title(page.title)
 
 
-def pick_page(key_pages: Tuple[Tuple[int, str], Iterable[xml_dump.Page]],
-              sites: Optional[Dict[str, xml_dump.SiteInfo]] = None) -> xml_dump.Page:
+def _pick_key(page: AnyPage, sites: Dict[str, xml_dump.SiteInfo]):
+  if isinstance(page, html_dump.HtmlPage):  # never a redirect; after any XML article
+    return (True, False, len(page.html), page.page_id, page.html, page.title)
+  site = namespaces.site_for(sites.get(page.source))
+  return (site.redirect_target(page) is None, True, len(page.text), page.page_id, page.text,
+          page.title)
+
+
+def pick_page(key_pages: Tuple[Tuple[int, str], Iterable[AnyPage]],
+              sites: Optional[Dict[str, xml_dump.SiteInfo]] = None) -> AnyPage:
   """One page per title when several inputs hold it: prefer an article over a redirect, then
-  the longer text, then the larger page id (deterministic). `sites`: SiteInfo by file, for
-  the redirect words of each page's wiki."""
+  a MediaWiki XML page over an HTML dump's, then the longer text, then the larger page id
+  (deterministic). `sites`: SiteInfo by file, for the redirect words of each page's wiki."""
   _, pages = key_pages
   pages = list(pages)
   if len(pages) == 1:
     return pages[0]
   _count("pages_duplicate_title", len(pages) - 1)
   sites = sites or {}
-  return max(pages, key=lambda p: (
-      namespaces.site_for(sites.get(p.source)).redirect_target(p) is None, len(p.text),
-      p.page_id, p.text, p.title))
+  return max(pages, key=lambda p: _pick_key(p, sites))
 
 
 def read_site_infos(paths: Sequence[str]) -> Dict[str, xml_dump.SiteInfo]:
-  """The <siteinfo> header of each dump file (any file system), by path.
+  """The <siteinfo> header of each MediaWiki XML dump file (any file system), by path (HTML
+  dumps are left out).
 
   Read once when the pipeline is built (the header is in the first bz2 stream of a multistream
   dump, which later reads of byte ranges never see) and passed to the DoFns, so that each
@@ -224,6 +256,9 @@ def read_site_infos(paths: Sequence[str]) -> Dict[str, xml_dump.SiteInfo]:
   infos = {}
   for path in paths:
     with FileSystems.open(path, compression_type="uncompressed") as f:
+      if html_dump.sniff_format(f) == html_dump.FORMAT_HTML:
+        continue  # an HTML dump has no header: its pages are read with English rules
+    with FileSystems.open(path, compression_type="uncompressed") as f:
       infos[path] = xml_dump.read_siteinfo(f, source_name=path)
   return infos
 
@@ -234,15 +269,18 @@ class ParsePageFn(beam.DoFn):
   MentionTuple), the main output.
 
   Namespace-0 pages (from the <ns> tag) are articles, redirects or disambiguation pages. Each
-  page is read with the title rules of its wiki (namespaces.site_for of the SiteInfo of its
-  file in `sites`; English rules for a file not there): localized namespaces, redirect words,
-  link trail, title case. A redirect whose target lies in another namespace
-  ('#REDIRECT [[Категорія:X]]') is counted 'redirects_to_other_namespace' and passed on with
-  its prefix in English form (namespaces.Site.english_form: 'Category:X'), so that the KB
-  merge, which knows no wiki, drops it and the mentions of its title as other-namespace
+  XML page is read with the title rules of its wiki (namespaces.site_for of the SiteInfo of
+  its file in `sites`; English rules for a file not there, and for HTML dumps): localized
+  namespaces, redirect words, link trail, title case. A redirect whose target lies in another
+  namespace ('#REDIRECT [[Категорія:X]]') is counted 'redirects_to_other_namespace' and passed
+  on with its prefix in English form (namespaces.Site.english_form: 'Category:X'), so that the
+  KB merge, which knows no wiki, drops it and the mentions of its title as other-namespace
   links.
-  An article is rendered by parsers.wikitext.parse_article; its mentions and their features
-  come from parsers.mentions.article_mentions (dense_entity.kb.mention_features over the
+  An article is rendered by parsers.wikitext.parse_article, an HTML dump's page
+  (html_dump.HtmlPage: never a redirect page; the redirects its record lists come out as
+  (redirect, page title), counted 'redirects_from_html_records') by
+  parsers.html_article.parse_html_article, to the same ParsedArticle; its mentions and their
+  features come from parsers.mentions.article_mentions (dense_entity.kb.mention_features over the
   article's plain text, sentence spans computed once). A disambiguation page
   (parsers.page_kinds.disambiguation_reason: '__DISAMBIG__', a disambiguation template or
   category, a '(disambiguation)' title) gives no article and no mention: its title goes to
@@ -263,22 +301,27 @@ class ParsePageFn(beam.DoFn):
     self._max_page_chars = max_page_chars
     self._sites = dict(sites or {})
 
-  def process(self, page: xml_dump.Page):
-    site = namespaces.site_for(self._sites.get(page.source))
+  def process(self, page: AnyPage):
+    html = isinstance(page, html_dump.HtmlPage)
+    site = namespaces.site_for(None if html else self._sites.get(page.source))
     if page.ns != 0:
       _count("pages_other_namespace")
-      if page.ns == CATEGORY_NAMESPACE:
+      if page.ns == CATEGORY_NAMESPACE and not html:
         yield from self._category(page, site)
       return
     title = site.normalize_page_title(page.title)
     if not title:
       _count("pages_empty_title")
       return
-    try:
-      target = site.redirect_target(page)
-    except Exception as e:  # pylint: disable=broad-except
-      self._report(page, e)
-      return
+    if html:
+      yield from self._html_redirects(page, title)
+      target = None
+    else:
+      try:
+        target = site.redirect_target(page)
+      except Exception as e:  # pylint: disable=broad-except
+        self._report(page, e)
+        return
     if target is not None:
       if target and not site.is_main_namespace_title(target):
         # Kept as a redirect (mentions of its title are then dropped as links to another
@@ -291,11 +334,16 @@ class ParsePageFn(beam.DoFn):
       else:
         _count("redirects_invalid")
       return
-    if len(page.text) > self._max_page_chars:
-      self._report(page, f"page of {len(page.text)} characters exceeds {self._max_page_chars}")
+    size = len(page.html if html else page.text)
+    if size > self._max_page_chars:
+      self._report(page, f"page of {size} characters exceeds {self._max_page_chars}")
       return
     try:
-      parsed = wikitext.parse_article(page.text, page.title, site)
+      if html:
+        parsed = html_article.parse_html_article(page.html, page.title, page.url,
+                                                 page.categories, page.templates)
+      else:
+        parsed = wikitext.parse_article(page.text, page.title, site)
       disambiguation = page_kinds.disambiguation_reason(parsed, title)
       mentions = [] if disambiguation else mentions_lib.article_mentions(
           parsed, page.page_id, title)
@@ -315,6 +363,7 @@ class ParsePageFn(beam.DoFn):
     by_source = collections.Counter(link.source for link in parsed.links)
     for source, n in sorted(by_source.items()):
       _count(f"links_kept_{source}", n)  # where the mentions were written (prose, table, ...)
+    _count("links_kept_prose_in_list_items", parsed.list_item_links)
     yield beam.pvalue.TaggedOutput(
         self.ARTICLE, (title, (page.page_id, parsed.first_paragraph, tuple(parsed.categories))))
     yield from mentions
@@ -340,9 +389,25 @@ class ParsePageFn(beam.DoFn):
       _count("category_pages_maintenance_named_visible")
       yield beam.pvalue.TaggedOutput(self.CATEGORY, (name, False))
 
+  def _html_redirects(self, page: html_dump.HtmlPage, title: str):
+    """The redirects an HTML dump record lists for its page (Enterprise `redirects`): each
+    (redirect title, page title), counted 'redirects' ('redirects_invalid' for an empty or
+    invalid title, or one that is the page's own)."""
+    for raw in page.redirects:
+      redirect = namespaces.normalize_target(raw)
+      if redirect and redirect != title and namespaces.is_main_namespace_title(redirect):
+        _count("redirects")
+        _count("redirects_from_html_records")
+        yield beam.pvalue.TaggedOutput(self.REDIRECT, (redirect, title))
+      else:
+        _count("redirects_invalid")
+
   @staticmethod
-  def _report(page: xml_dump.Page, reason) -> None:
-    logging.error("Skipped page: file %s, page id %d (%r): %s", page.source or "?",
+  def _report(page: AnyPage, reason) -> None:
+    where = page.source or "?"
+    if isinstance(page, html_dump.HtmlPage) and page.line:
+      where += f" line {page.line}"
+    logging.error("Skipped page: file %s, page id %d (%r): %s", where,
                   page.page_id, page.title, reason)
     _count("pages_failed")
 
@@ -508,7 +573,9 @@ def build_pipeline(pipeline: beam.Pipeline, input_patterns: Sequence[str], outpu
 
   Args:
     pipeline: the Beam pipeline.
-    input_patterns: file patterns of MediaWiki XML dumps (.xml or .bz2, any file system).
+    input_patterns: file patterns of MediaWiki XML dumps (.xml or .bz2) and HTML dumps
+      (NDJSON; plain, .gz or .bz2), any file system; each file's format is told by its
+      content (html_dump.sniff_format).
     output_dir: existing directory the record files and TSVs are written to.
     heldout_fraction: fraction of source pages whose mentions are held out.
     descriptions: optional JSONL file of {"title", "text"} entity descriptions.
@@ -650,14 +717,39 @@ def check_line_file(path: str, kind: str, parse) -> None:
   raise ValueError(f"{path}: holds {what}; expected {kind} lines")
 
 
+def check_dump(path: str) -> str:
+  """Checks one --input file: an HTML dump or a MediaWiki XML export, told by its content.
+
+  Returns:
+    html_dump.FORMAT_HTML or html_dump.FORMAT_XML.
+
+  Raises:
+    xml_dump.DumpError: the file is neither (named, with what it holds instead and what
+      both formats are); an HTML dump's first record does not parse (file and line named).
+  """
+  with FileSystems.open(path, compression_type="uncompressed") as f:
+    input_format = html_dump.sniff_format(f)
+  with FileSystems.open(path, compression_type="uncompressed") as f:
+    if input_format == html_dump.FORMAT_HTML:
+      html_dump.check_dump_start(f, source_name=path)
+      return input_format
+    try:
+      xml_dump.check_dump_start(f, source_name=path)
+    except xml_dump.DumpError as e:
+      raise xml_dump.DumpError(f"{e}; or {html_dump.EXPECTED}") from e
+  return input_format
+
+
 def check_inputs(input_patterns: Sequence[str], descriptions: Optional[str] = None,
                  title_lists: Sequence[str] = (), redirect_lists: Sequence[str] = (),
                  multistream_index: Optional[str] = None,
                  heldout_fraction: float = DEFAULT_HELDOUT_FRACTION) -> Dict[str, List[str]]:
   """Checks every input of an extraction before anything is written (issue 14, items 1, 2).
 
-  Every pattern must match a file; every dump must be a MediaWiki XML export with pages
-  (xml_dump.check_dump_start reads its first bytes: not empty, not JSON, not raw wikitext);
+  Every pattern must match a file; every dump must be, by its content
+  (html_dump.sniff_format), an HTML dump whose first record parses
+  (html_dump.check_dump_start: the message names the file and line) or a MediaWiki XML export
+  with pages (xml_dump.check_dump_start reads its first bytes: not empty, not raw wikitext);
   the descriptions, title and redirect lists must hold lines of their kind (check_line_file);
   multistream index files must pair with the dumps; heldout_fraction must lie in [0, 1].
 
@@ -674,8 +766,7 @@ def check_inputs(input_patterns: Sequence[str], descriptions: Optional[str] = No
     raise ValueError(f"heldout_fraction must be in [0, 1], got {heldout_fraction}")
   dumps = _expand_patterns(input_patterns, "--input dump")
   for path in dumps:
-    with FileSystems.open(path, compression_type="uncompressed") as f:
-      xml_dump.check_dump_start(f, source_name=path)
+    check_dump(path)
   if descriptions:
     for path in _expand_patterns([descriptions], "--descriptions"):
       check_line_file(path, "description (JSON object with a \"title\")",
@@ -892,7 +983,8 @@ def run(input_patterns: Sequence[str], output_dir: str,
   own holds an owner record (.owner.json: host, pid) that tells later runs whether it lives.
 
   Args:
-    input_patterns: file patterns of MediaWiki XML dumps (plain or .bz2).
+    input_patterns: file patterns of MediaWiki XML dumps (plain or .bz2) and HTML dumps
+      (NDJSON; plain, .gz or .bz2), told apart by content.
     output_dir: output directory (created if missing; previous outputs are replaced).
     heldout_fraction: fraction of source pages whose mentions are held out.
     descriptions: optional JSONL of entity descriptions ({"title", "text"}).

@@ -1,0 +1,158 @@
+"""Tests of the extraction on HTML dumps: a slice of the real HTML file, hand-written Parsoid
+records beside a MediaWiki XML dump, bad input (real runs into tmp_path)."""
+
+import bz2
+import gzip
+import itertools
+import json
+import os
+
+import pytest
+
+from beam_pipelines.pipelines import extraction as extract
+from dense_entity.kb import records as kb_records
+from dense_entity.kb import schema
+from tests import testutil
+from tests.beam_pipelines.pipelines.test_extraction import _page, _read_records, _single
+
+REAL_FILE = testutil.shared_data("html", "enwiki-2014-render-html.ndjson.gz")
+SLICE_PAGES = 4
+
+
+def _record(page_id, name, html, **extra):
+  value = {"name": name, "identifier": page_id, "version": {"identifier": page_id + 900},
+           "url": "https://en.wikipedia.org/wiki/" + name.replace(" ", "_"),
+           "article_body": {"html": html}}
+  value.update(extra)
+  return json.dumps(value) + "\n"
+
+
+@pytest.fixture(scope="module")
+def real_slice(tmp_path_factory):
+  """The first pages of the real HTML file, as a gzip NDJSON file of their own, extracted."""
+  if not os.path.exists(REAL_FILE):
+    pytest.skip("needs ../shared/data")
+  directory = tmp_path_factory.mktemp("html_slice")
+  path = directory / "slice.ndjson.gz"
+  with gzip.open(REAL_FILE, "rb") as src, gzip.open(path, "wb") as dst:
+    for line in itertools.islice(src, SLICE_PAGES):
+      dst.write(line)
+  out = str(directory / "out")
+  stats = extract.run([str(path)], out, heldout_fraction=0.0)
+  return out, stats
+
+
+def test_real_slice_records_and_counters(real_slice):
+  out, stats = real_slice
+  assert stats["files_read_html"] == 1
+  assert stats["pages_read"] == stats["pages_read_html"] == SLICE_PAGES
+  assert stats["articles"] == SLICE_PAGES
+  assert "pages_unreadable" not in stats and "pages_failed" not in stats
+  kept = sum(stats.get(f"links_kept_{s}", 0)
+             for s in ("prose", "table", "template", "caption", "gallery"))
+  assert kept == stats["links_kept"]
+  assert stats["links_kept_prose"] > stats["links_kept_prose_in_list_items"] > 0
+  assert stats["links_dropped_in_navbox"] > 0 and stats["links_dropped_redlink"] > 0
+  assert stats["mentions_train"] == stats["links_kept"]  # no redirect, no loop: all kept
+  entities = {e[schema.ENTITY_TITLE][0]: _single(e)
+              for e in _read_records(out, schema.ENTITIES_PREFIX)}
+  band = entities["Renaissance (band)"]
+  assert band[schema.ENTITY_TEXT].startswith("Renaissance are an English progressive rock band")
+  assert band[schema.ENTITY_SOURCE][0] == "page"
+  assert entities["England"][schema.ENTITY_SOURCE] == ["link_target"]
+  mentions = {m[schema.MENTION_ID][0]: _single(m)
+              for m in _read_records(out, schema.TRAIN_MENTIONS_PREFIX)}
+  first = mentions["236128:0"]
+  assert (first[schema.MENTION_SPAN], first[schema.ENTITY_TITLE], first[schema.SOURCE_PAGE]) == (
+      "English", "England", "Renaissance (band)")
+  assert first[schema.MENTION_LEFT] == "Renaissance are an"
+  assert first[schema.MENTION_SENTENCE].startswith("Renaissance are an [MASK] progressive rock")
+  # Downstream readers take the records as they are.
+  manifest = kb_records.require_extraction(out)
+  assert manifest["counts"][schema.ENTITIES_PREFIX] == len(entities)
+  batch = next(iter(kb_records.entity_dataset(
+      kb_records.record_files(out, schema.ENTITIES_PREFIX), batch_size=4)))
+  assert batch[schema.ENTITY_TITLE].shape == (4,)
+  batch = next(iter(kb_records.mention_dataset(
+      kb_records.record_files(out, schema.TRAIN_MENTIONS_PREFIX), batch_size=4)))
+  assert batch[schema.MENTION_SPAN].shape == (4,)
+
+
+PARSOID_ORE = ('<html><body><section><p><b>Ore Valley</b> lies below <a rel="mw:WikiLink" '
+               'href="./Mount_Birch">the hill</a> on the <a rel="mw:WikiLink" '
+               'href="./Ore_River#Course">river</a>.<sup class="mw-ref reference" '
+               'typeof="mw:Extension/ref"><a href="./Ore_Valley#cite_note-1">[1]</a></sup></p>'
+               '</section><link rel="mw:PageProp/Category" href="./Category:Valleys"/>'
+               '</body></html>')
+PARSOID_DAB = ('<html><head><meta property="mw:PageProp/disambiguation"/></head><body>'
+               '<p><b>Ore</b> may be:</p><ul><li><a rel="mw:WikiLink" href="./Ore_Valley">'
+               'Ore Valley</a></li></ul></body></html>')
+
+
+def test_html_and_xml_dumps_in_one_run(tmp_path):
+  xml = tmp_path / "dump.xml"
+  xml.write_text("<mediawiki>\n"
+                 + _page(1, "Mount Birch", "'''Mount Birch''' is a hill above [[Ore Valley]].")
+                 + _page(2, "Ore Stream", "#REDIRECT [[Ore River]]")
+                 + "</mediawiki>\n", encoding="utf-8")
+  html = tmp_path / "pages.ndjson.bz2"
+  html.write_bytes(bz2.compress((
+      _record(10, "Ore Valley", PARSOID_ORE, redirects=[{"name": "Ore Vale"}],
+              categories=[{"name": "Category:Norland"}])
+      + "\n{not json\n"  # a blank line is skipped, a bad one counted
+      + _record(11, "Ore", PARSOID_DAB)
+      + _record(12, "Ore River", "<p><b>Ore River</b> runs through the "
+                "<a href=\"./Ore_Vale\">vale</a>.</p>")).encode("utf-8")))
+  out = str(tmp_path / "out")
+  stats = extract.run([str(xml), str(html)], out, heldout_fraction=0.0)
+  assert stats["pages_read_html"] == 3 and stats["files_read_html"] == 1
+  assert stats["pages_unreadable"] == 1 and stats["files_with_errors"] == 1
+  assert stats["pages_disambiguation_by_switch"] == 1
+  assert stats["redirects_from_html_records"] == 1
+  entities = {e[schema.ENTITY_TITLE][0]: _single(e)
+              for e in _read_records(out, schema.ENTITIES_PREFIX)}
+  assert sorted(entities) == ["Mount Birch", "Ore River", "Ore Valley"]
+  valley = entities["Ore Valley"]
+  assert valley[schema.ENTITY_TEXT] == "Ore Valley lies below the hill on the river."
+  assert valley[schema.ENTITY_CATEGORIES] == ["Norland", "Valleys"]
+  assert valley[schema.ENTITY_ALIASES] == ["Ore Vale"]
+  assert entities["Ore River"][schema.ENTITY_ALIASES] == ["Ore Stream"]
+  mentions = sorted((m[schema.SOURCE_PAGE][0], m[schema.MENTION_SPAN][0],
+                     m[schema.ENTITY_TITLE][0])
+                    for m in _read_records(out, schema.TRAIN_MENTIONS_PREFIX))
+  # The HTML record's redirect resolves the XML-free link 'Ore Vale' to its page; the
+  # disambiguation page gives no mention.
+  assert mentions == [("Mount Birch", "Ore Valley", "Ore Valley"),
+                      ("Ore River", "vale", "Ore Valley"),
+                      ("Ore Valley", "river", "Ore River"),
+                      ("Ore Valley", "the hill", "Mount Birch")]
+  assert stats["links_dropped_in_ref"] == 1
+
+
+def test_bad_lines_are_skipped_and_the_first_line_is_checked(tmp_path, caplog):
+  good = _record(1, "Birch Cove", '<p>Birch Cove faces <a href="./Ore_Bay">the bay</a>.</p>')
+  path = tmp_path / "pages.ndjson"
+  path.write_text(good + "{not json\n" + '{"name": "No Id"}\n', encoding="utf-8")
+  pages = list(extract.ReadPagesFn().process(str(path)))
+  assert [(p.title, p.line) for p in pages] == [("Birch Cove", 1)]
+  logged = [r.getMessage() for r in caplog.records if "Skipped unreadable input" in r.getMessage()]
+  assert len(logged) == 2 and f"{path}: line 2: not an HTML dump record: not JSON" in logged[0]
+  assert f"{path}: line 3: " in logged[1] and "no \"identifier\" field" in logged[1]
+  bad_first = tmp_path / "bad_first.ndjson"
+  bad_first.write_text('{"name": "Birch Cove", "identifier": 1}\n' + good, encoding="utf-8")
+  with pytest.raises(ValueError, match=r"bad_first.ndjson: holds JSON, but line 1 is not an HTML "
+                                       r"dump record "
+                                       r"\(no \"article_body.html\" field\)"):
+    extract.check_inputs([str(bad_first)])
+
+
+def test_a_file_of_neither_format_is_refused_naming_both(tmp_path):
+  path = tmp_path / "notes.txt"
+  path.write_text("Ore River notes\n", encoding="utf-8")
+  with pytest.raises(ValueError, match=r"notes.txt: is not XML .*expected a MediaWiki XML "
+                                       r"export.*; or expected an HTML dump: one JSON object"):
+    extract.check_inputs([str(path)])
+  with pytest.raises(ValueError, match="gzip-compressed"):
+    gz = tmp_path / "dump.xml.gz"
+    gz.write_bytes(gzip.compress(b"<mediawiki><page></page></mediawiki>"))
+    extract.check_inputs([str(gz)])
