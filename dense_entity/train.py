@@ -62,6 +62,9 @@ flags.DEFINE_float("train_redirects_fraction", 0.0, "Fraction of steps whose bat
                    "at most 1.")
 flags.DEFINE_integer("train_redirects_max", 200_000, "With --train_redirects_fraction: the "
                      "most redirect pairs drawn from the KB (uniformly, seeded).", lower_bound=1)
+flags.DEFINE_bool("train_redirects_hold_out_span", True, "With --train_redirects_fraction: "
+                  "leave the redirect used as the span out of its entity's aliases (the name "
+                  "channel then cannot copy it); false keeps them all, as at inference.")
 flags.DEFINE_string("hard_negatives", None, "Directory of a mining round's output "
                     "(WS/negatives/round_N): train with the softmax and logistic tasks.")
 
@@ -135,12 +138,14 @@ def main(argv):
         "datasets": list(FLAGS.train_dataset), "fraction": fraction, "counts": labeled_stats})
   if FLAGS.train_redirects_fraction > 0:
     from dense_entity.kb import redirect_examples  # pylint: disable=g-import-not-at-top
-    pairs, pair_stats = redirect_examples.load(FLAGS.extract_dir, FLAGS.train_redirects_max,
-                                               seed=cfg.train.seed)
+    pairs, pair_stats = redirect_examples.load(
+        FLAGS.extract_dir, FLAGS.train_redirects_max, seed=cfg.train.seed,
+        hold_out_span=FLAGS.train_redirects_hold_out_span)
     print(json.dumps({"redirect_examples": pair_stats}, indent=2))
     splits["redirects"] = (pairs, FLAGS.train_redirects_fraction, {
         "fraction": FLAGS.train_redirects_fraction,
-        "max_pairs": FLAGS.train_redirects_max, "counts": pair_stats})
+        "max_pairs": FLAGS.train_redirects_max,
+        "hold_out_span": FLAGS.train_redirects_hold_out_span, "counts": pair_stats})
   strategy = distribute_utils.get_strategy(FLAGS.strategy, FLAGS.tpu, FLAGS.num_cpu_devices)
   trainer = trainer_lib.Trainer(cfg, FLAGS.extract_dir, FLAGS.model_dir, strategy)
   if negative_files:

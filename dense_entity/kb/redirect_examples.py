@@ -48,7 +48,7 @@ def sample_pairs(batches: Iterable[Dict[str, np.ndarray]], max_examples: int, se
 
   Returns:
     (pairs, counts): pairs as (redirect, title, text, categories, the other redirects
-    '|'-joined) in random order; counts of 'entities', 'entities_with_redirects', 'redirects'.
+    '|'-joined, all the entity's redirects '|'-joined) in random order; counts of 'entities', 'entities_with_redirects', 'redirects'.
   """
   rng = np.random.default_rng(seed)
   counts = collections.Counter()
@@ -74,7 +74,7 @@ def sample_pairs(batches: Iterable[Dict[str, np.ndarray]], max_examples: int, se
       for j, name in enumerate(names):
         new_kept.append((name, titles[i], batch[schema.ENTITY_TEXT][i],
                          batch[schema.ENTITY_CATEGORIES][i],
-                         _SEPARATOR.join(names[:j] + names[j + 1:])))
+                         _SEPARATOR.join(names[:j] + names[j + 1:]), aliases[i]))
     if new_kept:
       keys = np.concatenate([keys, rng.random(len(new_kept))])
       kept.extend(new_kept)
@@ -84,8 +84,8 @@ def sample_pairs(batches: Iterable[Dict[str, np.ndarray]], max_examples: int, se
   return [kept[i] for i in np.argsort(keys, kind="stable")], counts
 
 
-def load(extract_dir: str, max_examples: int = 200_000, seed: int = 0
-         ) -> Tuple[Dict[str, List[bytes]], Dict[str, int]]:
+def load(extract_dir: str, max_examples: int = 200_000, seed: int = 0,
+         hold_out_span: bool = True) -> Tuple[Dict[str, List[bytes]], Dict[str, int]]:
   """Up to `max_examples` (redirect, entity) pairs drawn uniformly from the KB's entities.
 
   One streaming pass over the entity records (memory bounded by ~2 x `max_examples` pairs,
@@ -96,6 +96,8 @@ def load(extract_dir: str, max_examples: int = 200_000, seed: int = 0
     extract_dir: a finished extraction (its entity records carry the aliases).
     max_examples: the most pairs returned, >= 1.
     seed: seed of the draw.
+    hold_out_span: leave the redirect used as the span out of the entity's aliases (the
+      module docstring); False keeps every alias, as the entity's encoding at inference has.
 
   Returns:
     (examples, stats): examples maps every EXAMPLE_KEYS name to a list of `[num_used]` bytes
@@ -118,7 +120,7 @@ def load(extract_dir: str, max_examples: int = 200_000, seed: int = 0
                      f"({counts['entities']} entities); nothing to train on")
   examples: Dict[str, List[bytes]] = {key: [] for key in EXAMPLE_KEYS}
   mask = schema.MENTION_MASK.encode("utf-8")
-  for n, (alias, title, text, categories, others) in enumerate(kept):
+  for n, (alias, title, text, categories, others, every) in enumerate(kept):
     examples[schema.MENTION_SPAN].append(alias)
     examples[schema.MENTION_LEFT].append(b"")
     examples[schema.MENTION_RIGHT].append(b"")
@@ -126,7 +128,7 @@ def load(extract_dir: str, max_examples: int = 200_000, seed: int = 0
     examples[schema.ENTITY_TITLE].append(title)
     examples[schema.ENTITY_TEXT].append(text)
     examples[schema.ENTITY_CATEGORIES].append(categories)
-    examples[schema.ENTITY_ALIASES].append(others)
+    examples[schema.ENTITY_ALIASES].append(others if hold_out_span else every)
     examples[schema.SOURCE_PAGE].append(SOURCE)
     examples[schema.MENTION_ID].append(b"redirect:%d" % n)
   stats = {k: counts[k] for k in ("entities", "entities_with_redirects", "redirects")}

@@ -49,6 +49,9 @@ def test_every_redirect_becomes_a_context_free_mention_of_its_target(extract):
       assert ex[schema.ENTITY_CATEGORIES] == "Rivers"
   assert pairs == {(a, t) for t, names in _ALIASES.items() for a in names}
   assert len({_decoded(examples, i)[schema.MENTION_ID] for i in range(10)}) == 10
+  kept, _ = redirect_examples.load(extract, max_examples=100, hold_out_span=False)
+  assert all(v.decode().split("|") == _ALIASES[t.decode()] for t, v in
+             zip(kept[schema.ENTITY_TITLE], kept[schema.ENTITY_ALIASES]))
 
 
 def _batches(sizes, per_batch=3):
@@ -81,6 +84,7 @@ def test_the_draw_is_uniform_over_pairs_and_fixed_by_the_seed(extract):
   assert all(150 <= n <= 250 for n in seen.values()), seen
   # The other redirects of the pair's entity ride along as its aliases.
   pairs, _ = redirect_examples.sample_pairs(_batches([3]), 3, seed=0)
+  assert {p[5] for p in pairs} == {b"r0.0|r0.1|r0.2"}
   assert sorted((p[0], p[4]) for p in pairs) == [(b"r0.0", b"r0.1|r0.2"), (b"r0.1", b"r0.0|r0.2"),
                                                  (b"r0.2", b"r0.0|r0.1")]
 
