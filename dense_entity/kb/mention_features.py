@@ -17,17 +17,66 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import blingfire
 
 from dense_entity.kb import schema
+from dense_entity.kb import script_ranges
 
-# A word (letters, digits, marks) or one other non-space character: the same units the in-graph
-# featurizer splits on.
-_TOKEN = re.compile(r"[^\W_]+|[^\w\s]|_", re.UNICODE)
+# A word (letters, digits, combining marks, ZWJ/ZWNJ) or one other non-space character: the same
+# units the in-graph featurizer splits on. As there (featurizer.DELIM_PATTERN), each Han
+# ideograph is one token and each run of Hiragana or of Katakana is one (with their combining
+# marks), so Japanese text has 5-token windows of a few characters, not of its whole line.
+# Combining marks and ZWJ/ZWNJ are part of a word: an Indic word ('খ্রিষ্টাব্দে', 'भरण्यासाठी')
+# is one token, never cut after a base letter. Text without CJK, combining marks or ZWJ/ZWNJ
+# (English, Cyrillic, precomposed Greek and Latin) gives the same tokens as before.
+_MARKS = script_ranges.PY_MARKS + script_ranges.ZERO_WIDTH_JOINERS
+_HAN = script_ranges.py_class(script_ranges.CJK_HAN)
+_HIRAGANA = script_ranges.py_class(script_ranges.CJK_HIRAGANA)
+_KATAKANA = script_ranges.py_class(script_ranges.CJK_KATAKANA)
+_TOKEN = re.compile(
+    f"[{_HAN}][{_MARKS}]*"
+    f"|[{_HIRAGANA}][{_HIRAGANA}{_MARKS}]*"
+    f"|[{_KATAKANA}][{_KATAKANA}{_MARKS}]*"
+    f"|(?:[^\\W_{script_ranges.py_class(script_ranges.CJK_ALL)}]|[{_MARKS}])+"
+    r"|[^\w\s]|_")
 _SPACE = re.compile(r"\s+")
 
 
-def sentence_spans(text: str) -> List[Tuple[int, int]]:
-  """Splits `text` into sentences with blingfire; returns [(start, end)) character offsets.
+# Sentence ends blingfire's model does not know (it splits 'A. B' and '。' already, not these):
+# the danda '।' and double danda '॥' (Devanagari, also used in Bengali; Marathi and Hindi
+# write '.' too), the ideographic full stop '。' and fullwidth '！' '？', and the Greek question
+# mark: U+037E always, and ASCII ';' when the letter before it is Greek (Greek text nearly
+# always types the question mark as ';' -- U+037E is canonically equivalent to it -- and uses
+# '·' for a semicolon; after Latin or other text ';' stays a semicolon, and a Greek word
+# followed by a semicolon inside an English sentence is split there, a documented limit).
+# Closing quotes and brackets after the mark stay in its sentence.
+_GREEK_LETTER = "\u0370-\u03ff\u1f00-\u1fff"
+_CLOSERS = "[\"'\u2019\u201d\u00bb)\\]\uff09\u300d\u300f\u3011]*"
+_EXTRA_SENTENCE_END = re.compile(
+    f"(?:[\u0964\u0965\u3002\uff01\uff1f\u037e]|(?<=[{_GREEK_LETTER}]);(?={_CLOSERS}(?:\\s|$)))"
+    + _CLOSERS)
 
-  Newlines always end a sentence (paragraphs are never joined). Offsets index into `text`.
+
+def _split_extra(line: str, start: int, end: int) -> List[Tuple[int, int]]:
+  """Splits the blingfire sentence line[start:end] after each _EXTRA_SENTENCE_END. Whitespace
+  is trimmed only at these new cuts (the outer ends stay where blingfire put them), and pieces
+  that are only whitespace are dropped; with no cut, [(start, end)] as it was."""
+  spans = []
+  for m in _EXTRA_SENTENCE_END.finditer(line, start, end):
+    if line[m.end():end].strip():
+      piece_end = m.end()
+      spans.append((start, piece_end))
+      start = piece_end
+      while line[start].isspace():
+        start += 1
+  spans.append((start, end))
+  return spans
+
+
+def sentence_spans(text: str) -> List[Tuple[int, int]]:
+  """Splits `text` into sentences; returns [(start, end)) character offsets.
+
+  blingfire's sentence model, then a split after each sentence end it does not know
+  (_EXTRA_SENTENCE_END: '।', '॥', '。', '！', '？', the Greek question mark ';'). Text
+  without these characters (English, ...) is split exactly as by blingfire alone. Newlines
+  always end a sentence (paragraphs are never joined). Offsets index into `text`.
   """
   spans = []
   pos = 0
@@ -35,7 +84,7 @@ def sentence_spans(text: str) -> List[Tuple[int, int]]:
     if line.strip():
       _, offsets = blingfire.text_to_sentences_and_offsets(line)
       for start, end in offsets:
-        spans.append((pos + start, pos + end))
+        spans.extend((pos + s, pos + e) for s, e in _split_extra(line, start, end))
     pos += len(line) + 1
   return spans
 

@@ -19,13 +19,41 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 
 from dense_entity.kb import schema
+from dense_entity.kb import script_ranges
 
 # Tokens: runs of letters/digits/marks, or any other single non-space character; the mention
 # mask symbol stays one token. Applied after case folding, so the mask is matched lower-cased.
+#
+# Scripts written without spaces between words (issue 15, item 4): each Han ideograph is one token,
+# and each run of Hiragana or of Katakana is one token, split from the Han and Latin around it
+# (BERT's basic tokenizer makes every CJK ideograph a token; the kana runs are the script-change
+# split of tf_text.UnicodeScriptTokenizer). A Japanese clause, one token of up to hundreds of
+# characters before issue 15 (unique, so its unigram was a lone hash bucket and it had no bigram),
+# is now one token per kanji and per kana run
+# ('中央語を書き表すために' -> 中 央 語 を 書 き 表 すために), whose unigrams and bigrams
+# recur across texts. Combining marks (a variation selector, a voicing mark) stay on their base
+# character. The ranges are written out (script_ranges.CJK_*), not RE2's \p{Han}, so that
+# kb/mention_features.py splits the same units with Python's `re`.
+#
+# Every alternative added here matches only characters of those ranges: text without them (English,
+# Latin, Cyrillic, Greek, Indic, ...) tokenizes exactly as before, so the ids of an existing model
+# do not change (checked on 27,418 real lines of the bn, el, hy, mr, uk, vi dumps and wikitext_en:
+# no token differs on a line without CJK). An exported SavedModel keeps the patterns it was exported
+# with (they are graph constants). Indic scripts need nothing new: vowel signs and virama are \pM,
+# part of the word run, and case_fold_utf8 (NFKC_Casefold) deletes ZWJ/ZWNJ, so no token is cut
+# inside a grapheme. Thai, Lao, Khmer and Myanmar (no spaces between words either, but words of
+# several clusters: splitting them needs a dictionary) are left as they were: a run between spaces
+# or punctuation is one token.
 _MASK = schema.MENTION_MASK.lower().replace("[", r"\[").replace("]", r"\]")
 _PUNCT = r"[^\pL\pN\pM\s]"
-DELIM_PATTERN = _MASK + "|" + _PUNCT + r"|\s+"
-KEEP_DELIM_PATTERN = _MASK + "|" + _PUNCT
+_HAN = "[" + script_ranges.re2_class(script_ranges.CJK_HAN) + r"]\pM*"
+_HIRAGANA = "[" + script_ranges.re2_class(script_ranges.CJK_HIRAGANA) + r"](?:[" + (
+    script_ranges.re2_class(script_ranges.CJK_HIRAGANA) + r"]|\pM)*")
+_KATAKANA = "[" + script_ranges.re2_class(script_ranges.CJK_KATAKANA) + r"](?:[" + (
+    script_ranges.re2_class(script_ranges.CJK_KATAKANA) + r"]|\pM)*")
+_CJK = _HAN + "|" + _HIRAGANA + "|" + _KATAKANA
+DELIM_PATTERN = _MASK + "|" + _CJK + "|" + _PUNCT + r"|\s+"
+KEEP_DELIM_PATTERN = _MASK + "|" + _CJK + "|" + _PUNCT
 
 BIGRAM_SEPARATOR = " "
 # N-gram widths are constants of the model, not user input.

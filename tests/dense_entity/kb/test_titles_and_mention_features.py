@@ -175,16 +175,23 @@ def test_run_on_sentence_is_capped_at_whole_words_on_each_side():
 
 
 def test_context_of_text_without_spaces_is_bounded_not_the_whole_line():
-  # A line of CJK characters has no token boundary: the 5 "tokens" left of a mention would be
+  # A line of Thai letters has no token boundary: the 5 "tokens" left of a mention would be
   # everything before it on the line, repeated for every mention (quadratic in the page).
   cap = mention_features_lib.MAX_CONTEXT_SIDE_CHARS
-  run = "".join(chr(0x4E00 + i % 2000) for i in range(3 * cap))
-  text = run + "項目" + run
+  run = "".join(chr(0x0E01 + i % 46) for i in range(3 * cap))
+  text = run + "กข" + run
   start = len(run)
   f = mention_features(text, start, start + 2)
-  assert f[schema.MENTION_SPAN] == "項目"
+  assert f[schema.MENTION_SPAN] == "กข"
   assert f[schema.MENTION_LEFT] == run[-cap:]
   assert f[schema.MENTION_RIGHT] == run[:cap]
+  # Han ideographs are one token each (issue 15): five of them each side, on a line of any
+  # length.
+  run = "".join(chr(0x4E00 + i % 2000) for i in range(3 * cap))
+  text = run + "項目" + run
+  f = mention_features(text, len(run), len(run) + 2)
+  assert f[schema.MENTION_SPAN] == "項目"
+  assert (f[schema.MENTION_LEFT], f[schema.MENTION_RIGHT]) == (run[-5:], run[:5])
   # Ordinary text is unchanged by the bound: five whole tokens each side.
   g = mention_features("a b c d e f [x] g h i j k l", 12, 15)
   assert (g[schema.MENTION_LEFT], g[schema.MENTION_RIGHT]) == ("b c d e f", "g h i j k")

@@ -1,0 +1,65 @@
+"""Code point ranges of the scripts that tokenization treats specially, for RE2 and Python `re`.
+
+The in-graph tokenizer (modeling/featurizer.py, RE2 through tf_text.regex_split) and the Python
+5-token windows of mention contexts (kb/mention_features.py, Python `re`, which has no \\p{Han})
+must split the same units. Both build their character classes from these ranges, so the two
+agree by construction instead of by two spellings of "Han".
+
+Ranges are inclusive (first, last) code points, from Unicode's Scripts.txt (15.1):
+  - CJK_HAN: script Han (CJK radicals, Kangxi radicals, the iteration mark U+3005, U+3007,
+    Hangzhou numerals, unified ideographs and extensions A-I, compatibility ideographs). Each is
+    one token.
+  - CJK_HIRAGANA / CJK_KATAKANA: the two kana scripts (with halfwidth and small forms, and the
+    voicing marks U+3099-U+309C), plus the prolonged sound mark U+30FC (script Common, but
+    part of kana words: 'コーヒー', 'らーめん') in both. A run of one of them is one token. The
+    katakana middle dot U+30FB and double hyphen U+30A0 are punctuation, not kana.
+"""
+
+import sys
+import unicodedata
+from typing import List, Sequence, Tuple
+
+Ranges = Sequence[Tuple[int, int]]
+
+CJK_HAN: Ranges = (
+    (0x2E80, 0x2FDF), (0x3005, 0x3005), (0x3007, 0x3007), (0x3021, 0x3029), (0x3038, 0x303B),
+    (0x3400, 0x4DBF), (0x4E00, 0x9FFF), (0xF900, 0xFAFF), (0x20000, 0x323AF))
+CJK_HIRAGANA: Ranges = ((0x3041, 0x309F), (0x30FC, 0x30FC), (0x1B001, 0x1B11F))
+CJK_KATAKANA: Ranges = (
+    (0x30A1, 0x30FA), (0x30FC, 0x30FF), (0x31F0, 0x31FF), (0x32D0, 0x32FE), (0xFF66, 0xFF9F),
+    (0x1B000, 0x1B000))
+CJK_ALL: Ranges = tuple(CJK_HAN) + tuple(CJK_HIRAGANA) + tuple(CJK_KATAKANA)
+
+# Zero-width (non-)joiner: inside an Indic word they choose a glyph form (Bengali 'র‍্যাব'),
+# they never separate words.
+ZERO_WIDTH_JOINERS = "\u200c\u200d"
+
+
+def re2_class(ranges: Ranges) -> str:
+  """The body of an RE2 character class ('[' + it + ']') holding `ranges`."""
+  return "".join(f"\\x{{{a:04X}}}" if a == b else f"\\x{{{a:04X}}}-\\x{{{b:04X}}}"
+                 for a, b in ranges)
+
+
+def py_class(ranges: Ranges) -> str:
+  """The body of a Python `re` character class holding `ranges` (none of them holds a character
+  special inside a class)."""
+  return "".join(chr(a) if a == b else f"{chr(a)}-{chr(b)}" for a, b in ranges)
+
+
+def _mark_ranges() -> List[Tuple[int, int]]:
+  """Ranges of the combining marks (general category M*) of Python's Unicode database: planes
+  0, 1 and 14 (no other plane has any)."""
+  ranges: List[Tuple[int, int]] = []
+  for plane in (0, 1, 14):
+    for cp in range(plane << 16, min((plane + 1) << 16, sys.maxunicode + 1)):
+      if unicodedata.category(chr(cp))[0] == "M":
+        if ranges and ranges[-1][1] == cp - 1:
+          ranges[-1] = (ranges[-1][0], cp)
+        else:
+          ranges.append((cp, cp))
+  return ranges
+
+
+# Python `re` has no \pM: the combining marks, as a class body (about 50 ms at import).
+PY_MARKS = py_class(_mark_ranges())

@@ -1,0 +1,109 @@
+"""Featurizer on scripts without spaces (Japanese) and with combining marks (Bengali, Marathi).
+
+Issue 15, item 4. The sentences are real text from ../shared/data/otherwiki/{ja,bn,mr}wiki-*.
+"""
+
+import unicodedata
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from dense_entity.kb import mention_features as mf
+from dense_entity.kb import schema
+from dense_entity.kb.mention_features import mention_features
+from dense_entity.modeling import config
+from dense_entity.modeling import featurizer
+from dense_entity.modeling import models
+
+JA = ("日本語の表記体系は中央語を書き表すために発達したものであり、方言の音韻を表記するためには"
+      "必ずしも適していない。")
+JA_TOKENS = ["日", "本", "語", "の", "表", "記", "体", "系", "は", "中", "央", "語", "を", "書", "き",
+             "表", "すために", "発", "達", "したものであり", "、", "方", "言", "の", "音", "韻", "を",
+             "表", "記", "するためには", "必", "ずしも", "適", "していない", "。"]
+BN = ("১৯৪৭ থেকে ১৯৫২ খ্রিষ্টাব্দে পূর্ব বাংলায় সংগঠিত বাংলা ভাষা আন্দোলন এই ভাষার সাথে বাঙালি "
+      "অস্তিত্বের যোগসূত্র স্থাপন করেছে।")
+BN_TOKENS = ["১৯৪৭", "থেকে", "১৯৫২", "খ্রিষ্টাব্দে", "পূর্ব", "বাংলায়", "সংগঠিত", "বাংলা", "ভাষা",
+             "আন্দোলন", "এই", "ভাষার", "সাথে", "বাঙালি", "অস্তিত্বের", "যোগসূত্র", "স্থাপন",
+             "করেছে", "।"]
+# ZWJ + virama inside a word (bnwiki writes 'উপন\u200d্যাস'): one token, the joiner dropped by
+# case folding (NFKC_Casefold).
+BN_ZWJ = "এই উপন\u200d্যাসটি সী কল\u200d্যাণী।"
+BN_ZWJ_TOKENS = ["এই", "উপন্যাসটি", "সী", "কল্যাণী", "।"]
+MR = "माहिती भरण्यासाठी जी साधने वापरली जातात त्याना इनपुट डिव्हाइसेस असे म्हणतात."
+MR_TOKENS = ["माहिती", "भरण्यासाठी", "जी", "साधने", "वापरली", "जातात", "त्याना", "इनपुट",
+             "डिव्हाइसेस", "असे", "म्हणतात", "."]
+
+# Text without CJK tokenizes exactly as before issue 15 (the tokenizer of commit c105604):
+# the ids of an already trained model must not change.
+OLD_TOKENS = [
+    ("AC Milan's [MASK] über-cool (1899–1900), U.S.A.; e-mail: x_y@z.org",
+     ["ac", "milan", "'", "s", "[mask]", "über", "-", "cool", "(", "1899", "–", "1900", ")", ",",
+      "u", ".", "s", ".", "a", ".", ";", "e", "-", "mail", ":", "x", "_", "y", "@", "z", ".",
+      "org"]),
+    ("Ελλάδα, ή Ελληνική Δημοκρατία; Τι είναι ο Όμηρος; ΟΔΥΣΣΕΙΑ",
+     ["ελλάδα", ",", "ή", "ελληνική", "δημοκρατία", ";", "τι", "είναι", "ο", "όμηροσ", ";",
+      "οδυσσεια"]),
+    ("Київ — столиця України, «Категорія:Міста» 2024 р.",
+     ["київ", "—", "столиця", "україни", ",", "«", "категорія", ":", "міста", "»", "2024", "р",
+      "."]),
+    ("Nguyễn Phú Trọng là Tổng Bí thư Đảng Cộng sản Việt Nam.",
+     ["nguyễn", "phú", "trọng", "là", "tổng", "bí", "thư", "đảng", "cộng", "sản", "việt", "nam",
+      "."]),
+    ("Ǆemal ﬁnally straße Ⅻ ½ x²",
+     ["džemal", "finally", "strasse", "xii", "1", "⁄", "2", "x2"]),
+]
+
+
+def _tokens(text):
+  return [t.decode() for t in featurizer.tokenize(tf.constant([text])).to_list()[0]]
+
+
+@pytest.mark.parametrize("text,expected", OLD_TOKENS)
+def test_text_without_cjk_tokenizes_as_before(text, expected):
+  assert _tokens(text) == expected
+
+
+@pytest.mark.parametrize("text,expected", [(JA, JA_TOKENS), (BN, BN_TOKENS),
+                                           (BN_ZWJ, BN_ZWJ_TOKENS), (MR, MR_TOKENS)])
+def test_japanese_bengali_marathi_token_boundaries(text, expected):
+  tokens = _tokens(text)
+  assert tokens == expected
+  # No token starts with a combining mark: none was cut inside a grapheme.
+  assert not any(unicodedata.category(t[0]).startswith("M") for t in tokens)
+
+
+def test_kana_runs_split_from_han_and_latin_and_marks_stay_attached():
+  assert _tokens("コーヒーとＡＢＣ漢\ufe00字・らーめん[MASK]は東京") == [
+      "コーヒー", "と", "abc", "漢", "字", "・", "らーめん", "[mask]", "は", "東", "京"]
+
+
+def test_python_windows_split_the_same_units_as_the_graph():
+  for text in (JA, BN, MR, "AC Milan's über-cool (1899–1900), U.S.A."):
+    python_units = [m.group() for m in mf._TOKEN.finditer(text)]  # pylint: disable=protected-access
+    assert len(python_units) == len(_tokens(text)), text
+
+
+def test_japanese_and_bengali_mentions_through_featurizer_and_encoders():
+  # Mentions of real sentences: '中央語' in the Japanese one, 'বাংলা ভাষা আন্দোলন' in the Bengali.
+  ja = mention_features(JA, JA.index("中央語"), JA.index("中央語") + 3)
+  bn_span = "বাংলা ভাষা আন্দোলন"
+  bn = mention_features(BN, BN.index(bn_span), BN.index(bn_span) + len(bn_span))
+  assert ja[schema.MENTION_LEFT] == "表記体系は" and ja[schema.MENTION_RIGHT] == "を書き表すために"
+  assert bn[schema.MENTION_LEFT] == "১৯৫২ খ্রিষ্টাব্দে পূর্ব বাংলায় সংগঠিত"
+  assert bn[schema.MENTION_RIGHT] == "এই ভাষার সাথে বাঙালি অস্তিত্বের"
+  feat = featurizer.TextFeaturizer(num_buckets=1000, vocabulary=["の", "は"])
+  for f in (ja, bn):
+    for name in schema.MENTION_FEATURES:
+      unigrams, bigrams = feat(tf.constant([f[name]]))
+      unigrams, bigrams = unigrams.to_list()[0], bigrams.to_list()[0]
+      assert unigrams and len(bigrams) == len(unigrams) - 1, (name, f[name])
+      assert all(0 <= i < feat.num_rows for i in unigrams + bigrams)
+  model = models.DualEncoder(config.get_preset("tiny").model)
+  mentions = model.mention_encoder(
+      {n: tf.constant([ja[n], bn[n]]) for n in schema.MENTION_FEATURES})
+  entities = model.entity_encoder({schema.ENTITY_TITLE: tf.constant(["中央語", "বাংলা ভাষা আন্দোলন"]),
+                                   schema.ENTITY_TEXT: tf.constant([JA, BN]),
+                                   schema.ENTITY_CATEGORIES: tf.constant(["日本語", "ভাষা"])})
+  for out in (mentions, entities):
+    assert out.shape[0] == 2 and np.all(np.isfinite(out.numpy()))
