@@ -20,11 +20,14 @@ cycled to fill the timed calls. Entities: the first --num_entities of --entities
 by default the shared Vital Articles (title + lead paragraph; no categories), or those with a
 first paragraph in an extraction (extract:DIR, with their categories).
 
-Printed per row: calls timed, strings per call, strings/s, ms per call and the ratio of
-strings/s to the GloVe floor at the same batch size (ours / GloVe; < 1 is slower). Each row runs
-one warm-up call, then calls until --min_seconds have passed. Followed by a short profile of a
+Printed per row: calls timed, strings per call, ms per call (the median call), strings/s (batch
+/ median call) and the ratio of strings/s to the GloVe floor at the same batch size (ours /
+GloVe; < 1 is slower). Each row runs one warm-up call, then calls until --min_seconds have
+passed; medians keep other processes' bursts on a shared machine out of the figures. Followed by a short profile of a
 single-mention call: the Python wrapper, the signature on ready tensors, and the signature on
-empty strings (the fixed per-call cost of the graph), plus one call per feature alone.
+empty strings (the fixed per-call cost of the graph), one call per feature alone, and an
+op-level tf.profiler trace at batch 1 and 1,024 (ops per call, op time against wall time, the
+op types and layers that take the op time).
 
 Usage (from the repository root):
   python -m benchmarks.encoder_benchmark --export_dir=WS/export \
@@ -137,21 +140,28 @@ def _batches(columns: Dict[str, List[str]], batch_size: int) -> List[Dict[str, L
 
 
 def time_calls(fn: Callable, batches: List, min_seconds: float) -> Dict[str, float]:
-  """Runs fn(batch) once (warm-up), then cycles the batches until min_seconds have passed."""
+  """Runs fn(batch) once (warm-up), then cycles the batches until min_seconds have passed.
+
+  Returns:
+    calls, strings and seconds timed, batch (strings per call), ms_per_call (the median call,
+    robust to other processes' bursts on a shared machine) and per_s (batch / median call).
+  """
   fn(batches[0])
-  calls, strings = 0, 0
+  durations, strings = [], 0
   t0 = time.perf_counter()
   while True:
-    b = batches[calls % len(batches)]
+    b = batches[len(durations) % len(batches)]
+    t = time.perf_counter()
     fn(b)
-    calls += 1
+    now = time.perf_counter()
+    durations.append(now - t)
     strings += len(next(iter(b.values())))
-    elapsed = time.perf_counter() - t0
-    if elapsed >= min_seconds:
+    if now - t0 >= min_seconds:
       break
-  return {"calls": calls, "strings": strings, "seconds": elapsed,
-          "per_s": strings / elapsed, "ms_per_call": 1e3 * elapsed / calls,
-          "batch": strings // calls}
+  median = sorted(durations)[len(durations) // 2]
+  batch = strings // len(durations)
+  return {"calls": len(durations), "strings": strings, "seconds": now - t0, "batch": batch,
+          "ms_per_call": 1e3 * median, "per_s": batch / median}
 
 
 def _read_entities(spec: str, n: int) -> Dict[str, List[str]]:
@@ -243,6 +253,78 @@ def _profile(encoder, mention_rows: Dict[str, List[str]], min_seconds: float) ->
   for label, f, batches in rows:
     r = time_calls(f, batches, min_seconds / 2)
     lines.append(f"  {label:<48}{r['ms_per_call']:>8.3f}")
+  import tempfile  # pylint: disable=g-import-not-at-top
+  import shutil  # pylint: disable=g-import-not-at-top
+  # A fresh load for the traces: after some hundreds of calls TensorFlow's executor runs the
+  # ops it has measured as cheap inline, untraced, which would hide most ops from the count.
+  from dense_entity.serving import savedmodel  # pylint: disable=g-import-not-at-top
+  fresh = savedmodel.load_encoder(encoder.path)._fn  # pylint: disable=protected-access
+  call = lambda b: fresh(**b)["encodings"].numpy()
+  for label, batches in (("batch 1", tensors[:200]),
+                         ("batch 1024", [{k: tf.constant((mention_rows[k] * 1024)[:1024],
+                                                         tf.string) for k in names}] * 3)):
+    logdir = tempfile.mkdtemp(prefix="encoder_profile_")
+    try:
+      lines += [f"op profile, {label} (tf.profiler):"] + _op_profile(call, batches, logdir)
+    finally:
+      shutil.rmtree(logdir, ignore_errors=True)
+  return lines
+
+
+_SCOPE_SUFFIX = re.compile(r"_\d+$")
+
+
+def _op_profile(fn, batches: List[Dict], logdir: str, top: int = 8) -> List[str]:
+  """Per-op time of `fn` over `batches` from a tf.profiler trace (its XSpace file parsed).
+
+  Op events are named 'scope/.../name:Type' by the profiler; their durations are summed by op
+  type and by layer (the first two scopes inside the signature, Keras' '_N' suffixes removed).
+  The difference between the wall time and the summed op time is the executor's and Python's
+  per-op and per-call overhead. Returns no lines (one saying why) where the profiler's protobuf
+  module is missing (it is internal to TensorFlow).
+  """
+  import collections  # pylint: disable=g-import-not-at-top
+  import glob  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  try:
+    from tensorflow.tsl.profiler.protobuf import xplane_pb2  # pylint: disable=g-import-not-at-top
+  except ImportError as e:
+    return [f"  (no op profile: {e})"]
+  fn(batches[0])
+  tf.profiler.experimental.start(logdir)
+  t0 = time.perf_counter()
+  for b in batches:
+    fn(b)
+  wall = time.perf_counter() - t0
+  tf.profiler.experimental.stop()
+  paths = sorted(glob.glob(os.path.join(logdir, "**", "*.xplane.pb"), recursive=True))
+  if not paths:
+    return [f"  (no op profile: the profiler wrote no .xplane.pb under {logdir})"]
+  space = xplane_pb2.XSpace()
+  with open(paths[-1], "rb") as f:
+    space.ParseFromString(f.read())
+  by_type, by_layer, ops = collections.Counter(), collections.Counter(), 0
+  for plane in space.planes:
+    for line in plane.lines:
+      for ev in line.events:
+        name = plane.event_metadata[ev.metadata_id].name
+        if ":" not in name or not name.startswith("StatefulPartitionedCall/"):
+          continue
+        path, _, op_type = name.rpartition(":")
+        ms = ev.duration_ps / 1e9
+        ops += 1
+        by_type[op_type] += ms
+        scopes = [_SCOPE_SUFFIX.sub("", x) for x in path.split("/")[2:-1]]
+        by_layer["/".join(scopes[:2]) or "(tower body)"] += ms
+  n = len(batches)
+  op_ms = sum(by_type.values())
+  lines = [f"  {n} calls: wall {1e3 * wall / n:.3f} ms/call (under the profiler), {ops / n:.0f} "
+           f"ops/call, op time {op_ms / n:.3f} ms/call summed over threads "
+           f"({100 * op_ms / max(1e-9, 1e3 * wall):.0f}% of wall; the rest is per-op executor "
+           f"and per-call overhead)"]
+  for title, counter in (("op type", by_type), ("layer", by_layer)):
+    lines.append(f"  op time by {title}: " + ", ".join(
+        f"{k} {100 * v / max(op_ms, 1e-9):.0f}%" for k, v in counter.most_common(top)))
   return lines
 
 
