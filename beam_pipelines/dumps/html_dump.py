@@ -93,18 +93,11 @@ def open_text(source: Union[str, os.PathLike, BinaryIO]) -> BinaryIO:
   return raw
 
 
-class _ClosingGzipFile(gzip.GzipFile):
-  """A GzipFile over a reader built here, closing that reader with it (GzipFile does not)."""
+class _ClosingGzipFile(xml_dump.ClosesRawReader, gzip.GzipFile):
 
   def __init__(self, raw: BinaryIO):
     super().__init__(fileobj=raw, mode="rb")
     self._raw = raw
-
-  def close(self) -> None:
-    try:
-      super().close()
-    finally:
-      self._raw.close()
 
 
 def _lines(stream: BinaryIO) -> Iterator[bytes]:

@@ -13,7 +13,7 @@ import io
 import os
 import re
 import xml.etree.ElementTree as ET
-from typing import BinaryIO, Callable, Dict, Iterator, Optional, Tuple, Union
+from typing import Any, BinaryIO, Callable, Dict, Iterator, Optional, Tuple, Union
 
 _READ_BLOCK = 1 << 20  # bytes read from the (decompressed) dump at a time
 _PAGE_START = re.compile(rb"<page[\s>]")
@@ -101,18 +101,26 @@ class _RangeReader(io.RawIOBase):
     super().close()
 
 
-class _ClosingBZ2File(bz2.BZ2File):
-  """A BZ2File over a reader built here, closing that reader with it (BZ2File does not)."""
+class ClosesRawReader:
+  """Mixin of a decompressing file (BZ2File, GzipFile) over a reader built here: closing it
+  closes that reader too (those classes leave a file object they were given open). The
+  subclass sets `_raw`."""
 
-  def __init__(self, raw: BinaryIO):
-    super().__init__(raw, "rb")
-    self._raw = raw
+  _raw: Optional[BinaryIO] = None
 
   def close(self) -> None:
     try:
       super().close()
     finally:
-      self._raw.close()
+      if self._raw is not None:
+        self._raw.close()
+
+
+class _ClosingBZ2File(ClosesRawReader, bz2.BZ2File):
+
+  def __init__(self, raw: BinaryIO):
+    super().__init__(raw, "rb")
+    self._raw = raw
 
 
 # Shared with beam_pipelines.dumps.html_dump (HTML dumps are opened the same way).
@@ -196,24 +204,9 @@ def check_dump_start(source: Union[str, os.PathLike, BinaryIO], source_name: Opt
   if source_name is None:
     source_name = os.fspath(source) if isinstance(source, (str, os.PathLike)) else "<stream>"
   expected = "expected a MediaWiki XML export (<mediawiki> with <page> elements; .xml or .xml.bz2)"
-  try:
-    stream = open_dump(source)
-  except OSError as e:
-    raise DumpError(f"{source_name}: cannot be read: {e}") from e
-  head, failure = b"", None
-  try:
-    while len(head) < head_bytes:
-      block = stream.read1(min(_READ_BLOCK, head_bytes - len(head)))
-      if not block:
-        break
-      head += block
-      if _PAGE_START.search(head, max(0, len(head) - len(block) - 8)):
-        break
-  except (EOFError, OSError) as e:  # not bz2 after all, or a corrupt stream
-    failure = e
-  finally:
-    if stream is not source:
-      stream.close()
+  head, failure = _read_head(
+      source, source_name, head_bytes,
+      lambda head, block: _PAGE_START.search(head, max(0, len(head) - len(block) - 8)))
   if failure is not None and not head:
     raise DumpError(f"{source_name}: cannot be decompressed ({failure}); {expected}")
   text = head.lstrip(b"\xef\xbb\xbf \t\r\n")
@@ -328,25 +321,38 @@ def read_siteinfo(source: Union[str, os.PathLike, BinaryIO], source_name: Option
   """
   if source_name is None:
     source_name = os.fspath(source) if isinstance(source, (str, os.PathLike)) else "<stream>"
+  head, failure = _read_head(
+      source, source_name, head_bytes,
+      lambda head, block: _SITEINFO_END in head or _PAGE_START.search(head))
+  if failure is not None:
+    raise DumpError(f"{source_name}: cannot be decompressed: {failure}") from failure
+  return parse_siteinfo(head, source_name)
+
+
+def _read_head(source: Union[str, os.PathLike, BinaryIO], source_name: str, head_bytes: int,
+               done: Callable[[bytes, bytes], Any]) -> Tuple[bytes, Optional[Exception]]:
+  """The first decompressed bytes of a dump: blocks until `done(head, last block)` is true,
+  the file ends or `head_bytes` are read. Returns (head, the decompression error that ended
+  the read or None); a file that cannot be opened raises DumpError naming it."""
   try:
     stream = open_dump(source)
   except OSError as e:
     raise DumpError(f"{source_name}: cannot be read: {e}") from e
-  head = b""
+  head, failure = b"", None
   try:
     while len(head) < head_bytes:
       block = stream.read1(min(_READ_BLOCK, head_bytes - len(head)))
       if not block:
         break
       head += block
-      if _SITEINFO_END in head or _PAGE_START.search(head):
+      if done(head, block):
         break
-  except (EOFError, OSError) as e:
-    raise DumpError(f"{source_name}: cannot be decompressed: {e}") from e
+  except (EOFError, OSError) as e:  # not bz2 after all, or a corrupt stream
+    failure = e
   finally:
     if stream is not source:
       stream.close()
-  return parse_siteinfo(head, source_name)
+  return head, failure
 
 
 def _local_name(tag: str) -> str:
