@@ -97,3 +97,17 @@ def write_tiny_extraction(extract_dir, repeats=4, mentions=None, aliases=None):
   with open(os.path.join(extract_dir, schema.MANIFEST_FILE), "w") as f:
     json.dump({"tiny": True}, f)
   return sorted(entities)
+
+
+def batch_sources(trainer, batches):
+  """The source of each of the first `batches` training batches of a Trainer: the mention id's
+  prefix before ':' ('1' for the tiny extraction's mentions, a dataset or split name for
+  labeled ones). Asserts that every batch comes whole from one source."""
+  iterator = iter(trainer._train_dataset())  # pylint: disable=protected-access
+  out = []
+  for _ in range(batches):
+    ids = next(iterator)[schema.MENTION_ID].numpy()
+    kinds = {i.decode("utf-8").split(":")[0] for i in ids}
+    assert len(kinds) == 1, kinds
+    out.append(kinds.pop())
+  return out

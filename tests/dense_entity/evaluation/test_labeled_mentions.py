@@ -74,17 +74,6 @@ def test_a_dataset_naming_no_kb_entity_is_an_error(tmp_path):
     labeled_mentions.load([f"jsonl:{path}"], extract)
 
 
-def _sources(trainer, batches):
-  iterator = iter(trainer._train_dataset())  # pylint: disable=protected-access
-  out = []
-  for _ in range(batches):
-    ids = next(iterator)[schema.MENTION_ID].numpy()
-    kinds = {i.decode("utf-8").split(":")[0] for i in ids}
-    assert len(kinds) == 1, kinds  # a batch comes whole from one source
-    out.append(kinds.pop())
-  return out
-
-
 def test_training_mixes_labeled_batches_at_the_fraction_and_records_the_stage(
     extract_and_dataset, tmp_path):
   extract, spec = extract_and_dataset
@@ -100,9 +89,9 @@ def test_training_mixes_labeled_batches_at_the_fraction_and_records_the_stage(
     trainer.set_labeled_mentions(short, 1.0)
 
   trainer.set_labeled_mentions(examples, 1.0)  # a fine-tuning stage: labeled batches only
-  assert set(_sources(trainer, 5)) == {"el_train"}
+  assert set(testutil.batch_sources(trainer, 5)) == {"el_train"}
   trainer.set_labeled_mentions(examples, 0.5)
-  sources = _sources(trainer, 24)
+  sources = testutil.batch_sources(trainer, 24)
   assert 4 <= sources.count("el_train") <= 20  # ~12 of 24 expected; the rest Wikipedia's
   assert set(sources) == {"el_train", "1"}  # extraction mention ids are '<page id>:<i>'
 

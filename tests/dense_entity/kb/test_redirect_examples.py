@@ -99,17 +99,6 @@ def test_a_kb_without_redirects_or_an_empty_draw_is_an_error(tmp_path, extract):
     redirect_examples.load(extract, max_examples=0)
 
 
-def _sources(trainer, batches):
-  iterator = iter(trainer._train_dataset())  # pylint: disable=protected-access
-  out = []
-  for _ in range(batches):
-    ids = next(iterator)[schema.MENTION_ID].numpy()
-    kinds = {i.decode("utf-8").split(":")[0] for i in ids}
-    assert len(kinds) == 1, kinds  # a batch comes whole from one split
-    out.append(kinds.pop())
-  return out
-
-
 def test_named_splits_are_drawn_at_their_fractions_beside_the_extractions(extract, tmp_path):
   pairs, _ = redirect_examples.load(extract)
   other = dict(pairs)
@@ -122,10 +111,10 @@ def test_named_splits_are_drawn_at_their_fractions_beside_the_extractions(extrac
   with pytest.raises(ValueError, match=r"redirects fraction 0.6 with the other labeled splits' "
                                        r"0.5 sums over 1"):
     trainer.set_labeled_mentions(pairs, 0.6, name="redirects")
-  counts = collections.Counter(_sources(trainer, 80))
+  counts = collections.Counter(testutil.batch_sources(trainer, 80))
   # Expected 20 / 40 / 20 of 80 (extraction mention ids are '<page id>:<i>').
   assert set(counts) == {"redirect", "other", "1"}
   assert 8 <= counts["redirect"] <= 32 and 28 <= counts["other"] <= 52, counts
   trainer.set_labeled_mentions(pairs, 0.5, name="redirects")  # replaces; now sums to 1
-  assert set(_sources(trainer, 20)) == {"redirect", "other"}
+  assert set(testutil.batch_sources(trainer, 20)) == {"redirect", "other"}
   assert trainer.train()["step"] == 2
