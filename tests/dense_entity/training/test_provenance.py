@@ -199,6 +199,22 @@ def test_train_command_checks_its_inputs_before_writing_the_model_dir(tmp_path, 
   assert not model_dir.exists()  # no config.json of a run that never started
 
 
+def test_a_labeled_split_smaller_than_a_batch_is_refused_before_the_model_dir(tmp_path):
+  extract, model_dir = str(tmp_path / "extract"), tmp_path / "model"
+  testutil.write_tiny_extraction(extract)
+  dataset = tmp_path / "two.jsonl"
+  dataset.write_text(json.dumps({"id": "d", "text": "Ships leave Port Alder daily.", "mentions": [
+      {"start": 12, "end": 22, "entity": "Port_Alder"}] * 2}) + "\n", encoding="utf-8")
+  proc = subprocess.run([sys.executable, "-m", "dense_entity.train", f"--extract_dir={extract}",
+                         f"--model_dir={model_dir}", "--preset=tiny",
+                         f"--train_dataset=jsonl:{dataset}"],
+                        cwd=testutil.REPO_ROOT, capture_output=True, text=True, check=False)
+  assert proc.returncode == 2, proc.stderr[-2000:]
+  assert proc.stderr.strip().splitlines()[-1] == (
+      "python -m dense_entity.train: error: 2 labeled mentions, fewer than one batch of 8")
+  assert not model_dir.exists()
+
+
 def test_a_model_dir_that_is_a_file_is_one_line(tmp_path):
   extract, model_file = str(tmp_path / "extract"), tmp_path / "model"
   testutil.write_tiny_extraction(extract)
