@@ -88,11 +88,7 @@ def main(argv):
   report = {"nil_calibrator": calibrator.to_dict(), "datasets": {}, "seconds": seconds}
   lines = [f"# NIL prediction ({len(kb_titles)} entities, index {FLAGS.index}, fitted on "
            f"{fit_name})", ""]
-  for name, (s, g, r, n) in outcomes.items():
-    if not any(g):
-      continue
-    nil = nil_calibration.evaluate_calibrator(calibrator, s, r, g, n)
-    nil["in_sample"] = name == fit_name
+  for name, nil in nil_calibration.evaluate_sections(calibrator, outcomes, fit_name).items():
     report["datasets"][name] = {"nil": nil}
     lines += [f"## {name}", ""] + reports.nil_markdown(nil)
   with open(os.path.join(FLAGS.output_dir, "nil_benchmark.json"), "w", encoding="utf-8") as f:

@@ -381,12 +381,10 @@ def _nil_calibrator(ws, report, outcomes, fit_path, fit_dataset, given, apply_pa
     where = os.path.abspath(apply_path if apply_path != "auto" else
                             os.path.join(ws.export, nil_lib.NIL_CALIBRATOR_FILE))
   report["nil_calibrator"] = {"path": where, **calibrator.to_dict()}
-  for name, (scores, gold_nil, top1_correct, not_in_kb) in outcomes.items():
-    if any(gold_nil):
-      nil = nil_calibration.evaluate_calibrator(calibrator, scores, top1_correct, gold_nil,
-                                                not_in_kb)
-      nil["in_sample"] = bool(fit_path) and name == fit_dataset
-      report["datasets"][name]["nil"] = nil
+  scored = nil_calibration.evaluate_sections(calibrator, outcomes,
+                                             fit_dataset if fit_path else None)
+  for name, nil in scored.items():
+    report["datasets"][name]["nil"] = nil
   return calibrator
 
 

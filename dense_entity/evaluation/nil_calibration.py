@@ -253,3 +253,25 @@ def evaluate_calibrator(calibrator: nil_lib.NilCalibrator, scores, top1_correct,
   result["reliability"] = reliability(p, top1_correct, bins)
   return result
 
+
+
+def evaluate_sections(calibrator: nil_lib.NilCalibrator, outcomes: Dict[str, tuple],
+                      fitted_on: Optional[str] = None) -> Dict[str, Dict]:
+  """`evaluate_calibrator` on every dataset with a NIL-labelled mention.
+
+  Args:
+    calibrator: the calibrator scored.
+    outcomes: dataset name -> (scores, gold_nil, top1_correct, gold_not_in_kb), the scores as
+      in `fit_calibrator` and the rest as `metrics.top1_outcomes` returns them.
+    fitted_on: the dataset the calibrator was fitted on (its figures are in-sample), if any.
+
+  Returns:
+    name -> `evaluate_calibrator(...)` plus "in_sample", for the datasets with NIL gold only.
+  """
+  out = {}
+  for name, (scores, gold_nil, top1_correct, not_in_kb) in outcomes.items():
+    if any(gold_nil):
+      nil = evaluate_calibrator(calibrator, scores, top1_correct, gold_nil, not_in_kb)
+      nil["in_sample"] = name == fitted_on
+      out[name] = nil
+  return out
