@@ -32,6 +32,12 @@ def _heldout_skipped(report: dict) -> list:
   return [f"held-out mentions: skipped ({reason})"] if reason else []
 
 
+def systems_of(section: dict) -> list:
+  """The systems a report section holds, in SYSTEMS order (an evaluation may score a subset,
+  e.g. DEER alone)."""
+  return [system for system in SYSTEMS if system in section["systems"]]
+
+
 def format_markdown(report: dict) -> str:
   """Markdown tables like the paper's Table 2, one per dataset, with the counts."""
   lines = [f"# Entity retrieval recall ({report['num_entities']} entities, "
@@ -45,7 +51,7 @@ def format_markdown(report: dict) -> str:
               "(not scored). In-KB recall (overall recall in parentheses).", "",
               "| system | " + " | ".join(f"R@{k}" for k in KS) + " |",
               "|---|" + "---|" * len(KS)]
-    for system in SYSTEMS:
+    for system in systems_of(section):
       s = section["systems"][system]
       lines.append(f"| {system} | " + " | ".join(
           f"{_in_kb_recall(section, s, k)} ({s[f'overall_recall@{k}']:.3f})" for k in KS)
@@ -60,6 +66,8 @@ def format_markdown(report: dict) -> str:
                 + " | ".join(f"unseen R@{k}" for k in KS) + " |",
                 "|---|" + "---|" * (2 * len(KS))]
       for system in SYSTEMS:
+        if system not in split["seen"]:
+          continue
         lines.append(f"| {system} | " + " | ".join(
             f"{split[part][system][f'recall@{k}']:.3f}" for part in ("seen", "unseen")
             for k in KS) + " |")
@@ -127,7 +135,7 @@ def plot_recall_curves(report: dict, path: str):
   fig, axes = plt.subplots(1, len(names), figsize=(5 * len(names), 4), squeeze=False)
   for ax, name in zip(axes[0], names):
     section = report["datasets"][name]
-    for system in SYSTEMS:
+    for system in systems_of(section):
       curve = section["recall_curves"][system]
       ax.plot(range(1, len(curve) + 1), curve, label=system)
     ax.set_xscale("log")
@@ -175,7 +183,7 @@ def format_table(report: dict) -> str:
                  f"entities, {section['num_gold_missing_from_kb']} missing, "
                  f"{section['num_nil']} NIL); in-KB recall")
     lines.append(f"  {'system':<10}" + "".join(f"{'R@' + str(k):>9}" for k in KS))
-    for system in SYSTEMS:
+    for system in systems_of(section):
       s = section["systems"][system]
       lines.append(f"  {system:<10}" + "".join(f"{_in_kb_recall(section, s, k):>9}"
                                                for k in KS))

@@ -179,6 +179,28 @@ def test_evaluate_command_exits_2_on_a_spaced_aida_file_and_keeps_the_report(wor
   assert _report(workspace) == _OLD_REPORT
 
 
+def test_deer_alone_is_scored_without_building_the_baselines(workspace, tmp_path,
+                                                            monkeypatch):
+  full = evaluator.evaluate_workspace(workspace)
+  def no_bm25(*args, **kwargs):
+    raise AssertionError("BM25 built although not asked for")
+  monkeypatch.setattr(evaluator.baselines, "BM25Index", no_bm25)
+  report = evaluator.evaluate_workspace(workspace, systems=["DEER", "AT-Prior"])
+  held = report["datasets"]["heldout"]
+  assert report["systems_evaluated"] == ["DEER", "AT-Prior"]
+  assert list(held["systems"]) == ["DEER", "AT-Prior"] == list(report["systems"])
+  assert held["systems"]["DEER"] == full["datasets"]["heldout"]["systems"]["DEER"]
+  assert list(held["by_gold_seen_in_training"]["seen"]) == ["DEER", "AT-Prior"]
+  table = reports.format_table(report)
+  assert "  DEER " in table and "BM25" not in table and "AT-Ext" not in table
+  markdown = reports.format_markdown(report)
+  assert "| AT-Prior | " in markdown and "| BM25 |" not in markdown
+  with pytest.raises(ValueError, match=r"lack DEER, which every report needs"):
+    evaluator.evaluate_workspace(workspace, systems=["BM25"])
+  with pytest.raises(ValueError, match=r"unknown system\(s\) \['BLINK'\]"):
+    evaluator.evaluate_workspace(workspace, systems=["DEER", "BLINK"])
+
+
 # ----------------------------------------------------------------------------- NIL calibrator
 
 _NIL_SET = "".join(json.dumps(r) + "\n" for r in [
