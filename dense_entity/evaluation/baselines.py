@@ -26,6 +26,7 @@ from typing import Dict, Iterable, List, Mapping, Optional, Tuple
 import bm25s
 import numpy as np
 
+from dense_entity.kb import script_ranges
 from dense_entity.kb.titles import alias_key, fold_text, normalize_title, resolve_redirect
 
 # bm25s sets its own logger to DEBUG, so every BM25 build printed 'DEBUG:bm25s:Building index
@@ -35,7 +36,20 @@ logging.getLogger("bm25s").setLevel(logging.WARNING)
 # Count given to a title or redirect title as an alias of its entity (AT-Prior+TR).
 TITLE_ALIAS_COUNT = 1
 
-_WORD = re.compile(r"\w+", re.UNICODE)
+# BM25 words, in the units of the featurizer and the mention contexts (kb/script_ranges.py): a
+# run of word characters (\w: letters, digits, '_') with the combining marks and ZWJ/ZWNJ inside
+# it, so an Indic word ('দার্শনিক') is one token, not cut at each vowel sign and virama; each
+# Han ideograph is one token and each run of Hiragana or of Katakana is one, so a Japanese title
+# without spaces ('日本語') is not one opaque token. Text without CJK or combining marks
+# (English, Cyrillic, precomposed Greek and Latin) gives exactly the tokens of plain \w+.
+_MARKS = script_ranges.PY_MARKS + script_ranges.ZERO_WIDTH_JOINERS
+_HIRAGANA = script_ranges.py_class(script_ranges.CJK_HIRAGANA)
+_KATAKANA = script_ranges.py_class(script_ranges.CJK_KATAKANA)
+_WORD = re.compile(
+    f"[{script_ranges.py_class(script_ranges.CJK_HAN)}][{_MARKS}]*"
+    f"|[{_HIRAGANA}][{_HIRAGANA}{_MARKS}]*"
+    f"|[{_KATAKANA}][{_KATAKANA}{_MARKS}]*"
+    f"|(?:[^\\W{script_ranges.py_class(script_ranges.CJK_ALL)}]|[{_MARKS}])+")
 
 
 def _parse_count(value: str, where: str) -> int:
@@ -288,7 +302,9 @@ def load_redirects(path: str) -> Dict[str, str]:
 def tokenize(text: str) -> List[str]:
   """BM25 tokens: lower-cased (case-folded) Unicode word tokens, no stemming or stop words.
 
-  'Port Alder (harbor)' -> ['port', 'alder', 'harbor'].
+  'Port Alder (harbor)' -> ['port', 'alder', 'harbor']; combining marks stay inside their word
+  ('দার্শনিক' -> ['দার্শনিক']); Han ideographs one by one, kana runs whole ('東京タワー' ->
+  ['東', '京', 'タワー']).
   """
   return _WORD.findall(text.casefold())
 

@@ -173,3 +173,22 @@ def test_bm25_over_titles_and_redirect_titles_returns_each_entity_once():
 
 def test_bm25_tokenize():
   assert baselines.tokenize("Port Alder (harbor), U.S.") == ["port", "alder", "harbor", "u", "s"]
+
+
+def test_bm25_tokenize_keeps_indic_words_whole_and_splits_japanese():
+  # Real titles and anchors of ../shared/data/otherwiki (bn, mr, ja): \w+ alone cut Indic words
+  # at every vowel sign and virama ('দাবা' -> 'দ', 'ব') and kept a Japanese line as one token.
+  assert baselines.tokenize("বাংলাদেশ জাতীয়তাবাদী দল") == ["বাংলাদেশ", "জাতীয়তাবাদী", "দল"]
+  assert baselines.tokenize("पु.ल. देशपांडे") == ["पु", "ल", "देशपांडे"]
+  assert baselines.tokenize("日本プロサッカーリーグ") == ["日", "本", "プロサッカーリーグ"]
+  assert baselines.tokenize("日本の地理") == ["日", "本", "の", "地", "理"]
+
+
+def test_bm25_on_bengali_and_japanese_titles():
+  bengali = baselines.BM25Index(["বাংলাদেশ", "বাংলাদেশ জাতীয়তাবাদী দল", "দাবা", "বাংলাদেশী"])
+  # Single consonants matched every title with a 'দ' or a 'ব'; whole words match one.
+  assert [t for t, _ in bengali.search("দাবা")] == ["দাবা"]
+  assert [t for t, _ in bengali.search("বাংলাদেশ")][:2] == ["বাংলাদেশ", "বাংলাদেশ জাতীয়তাবাদী দল"]
+  japanese = baselines.BM25Index(["日本", "日本経済新聞", "日本語", "日本の地理", "言語"])
+  assert japanese.search("日本経済")[0][0] == "日本経済新聞"
+  assert japanese.search("日本語")[0][0] == "日本語"
