@@ -34,6 +34,39 @@ def ragged_mean_embedding(table: tf.Variable, ids: tf.RaggedTensor) -> tf.Tensor
   return summed / counts[:, None]
 
 
+def ragged_mean_embeddings(table: tf.Variable, ids_list) -> list:
+  """`ragged_mean_embedding` of several id tensors in one gather and one segment sum.
+
+  The encoders featurize all text features of a batch at once (issue 17: per-op overhead
+  dominated calls of a few mentions), so their bags are averaged in one pass too. Each row's
+  vectors are summed in the same order as by `ragged_mean_embedding`, so the means are equal.
+
+  Args:
+    table: float32 `[rows, dim]`.
+    ids_list: int ragged `[batch_i, (n)]` tensors.
+
+  Returns:
+    [float32 `[batch_i, dim]`], one per element of `ids_list`.
+  """
+  if len(ids_list) == 1:
+    return [ragged_mean_embedding(table, ids_list[0])]
+  ids_list = [tf.cast(ids, tf.int64) for ids in ids_list]
+  if isinstance(table, keras.Variable):
+    table = table.value
+  # Row r of the i-th tensor is row r + (rows of the tensors before it) of the whole.
+  rowids, lengths, nrows, offset = [], [], [], 0
+  for ids in ids_list:
+    rowids.append(ids.value_rowids() + offset)
+    lengths.append(ids.row_lengths())
+    nrows.append(ids.nrows())
+    offset += nrows[-1]
+  flat = tf.concat([ids.flat_values for ids in ids_list], axis=0)
+  vectors = tf.gather(table, flat)
+  summed = tf.math.unsorted_segment_sum(vectors, tf.concat(rowids, 0), offset)
+  counts = tf.cast(tf.maximum(tf.concat(lengths, 0), 1), vectors.dtype)
+  return tf.split(summed / counts[:, None], tf.stack(nrows), axis=0, num=len(ids_list))
+
+
 @keras.saving.register_keras_serializable(package="dense_entity")
 class SharedEmbedding(keras.layers.Layer):
   """The embedding table shared by all text features of both towers, `[rows, dim]`.
@@ -52,6 +85,10 @@ class SharedEmbedding(keras.layers.Layer):
 
   def call(self, ids: tf.RaggedTensor) -> tf.Tensor:
     return ragged_mean_embedding(self.embeddings, ids)
+
+  def means(self, ids_list) -> list:
+    """The mean rows of several int ragged id tensors, in one pass (`ragged_mean_embeddings`)."""
+    return ragged_mean_embeddings(self.embeddings, ids_list)
 
   def get_config(self):
     config = super().get_config()
@@ -77,7 +114,9 @@ class BagOfNgramsEncoder(keras.layers.Layer):
     self.dense = keras.layers.Dense(self.output_dim, activation="relu")
 
   def call(self, inputs):
-    features = tf.concat([self.embedding(ids) for ids in inputs], axis=-1)
+    # A dense input is a bag already averaged (SharedEmbedding.means, the towers' one pass).
+    features = tf.concat([self.embedding(x) if isinstance(x, tf.RaggedTensor) else x
+                          for x in inputs], axis=-1)
     return self.dense(features)
 
   def get_config(self):
@@ -200,7 +239,10 @@ class ContextMatchEncoder(keras.layers.Layer):
     self.term_weights = self.add_weight(name="term_weights", shape=(self.rows,),
                                         initializer="zeros", trainable=False)
 
-  def call(self, unigram_ids, tokens):
+  def call(self, unigram_ids, tokens, num_rows=None):
+    """`num_rows` (optional): ragged row r adds to output row r mod num_rows, so the parts of
+    one example featurized as rows r, r + num_rows, ... (a title and a text) make one bag, as if
+    their tokens were concatenated; the output is then `[num_rows, dim]`."""
     ids = tf.cast(unigram_ids.flat_values, tf.int64)
     table = self.term_weights.value if isinstance(self.term_weights, keras.Variable) else (
         self.term_weights)
@@ -210,8 +252,11 @@ class ContextMatchEncoder(keras.layers.Layer):
     bucket = hashed % self.dim
     sign = tf.where(hashed < self.dim, 1.0, -1.0)
     rows = tf.cast(unigram_ids.value_rowids(), tf.int64)
-    segments = rows * self.dim + bucket
     nrows = tf.cast(unigram_ids.nrows(), tf.int64)
+    if num_rows is not None:
+      nrows = tf.cast(num_rows, tf.int64)
+      rows = rows % tf.maximum(nrows, 1)
+    segments = rows * self.dim + bucket
     summed = tf.math.unsorted_segment_sum(idf * sign, segments, nrows * self.dim)
     return tf.math.l2_normalize(tf.reshape(summed, [-1, self.dim]), axis=-1, epsilon=1e-12)
 

@@ -72,32 +72,41 @@ class MentionEncoder(keras.layers.Layer):
   def encode_feature(self, name, texts):
     return self.feature_encoders[name](self.text_featurizer(texts))
 
-  def _encode_span(self, texts):
-    """(span encoding, the span's name-channel vector or None); with config char_ngrams the
-    span's character trigrams join its bag."""
-    tokens, unigram_ids, bigram_ids = self.text_featurizer.featurize(texts)
-    bags = (unigram_ids, bigram_ids)
+  def call(self, features: Dict[str, tf.Tensor]) -> tf.Tensor:
+    # All four features in one pass (issue 17): featurized as one batch of 4 * batch strings
+    # (span, left, right, sentence), their bags averaged in one gather, then split back; each
+    # feature's encoding is the one it got on its own.
+    parts = (schema.MENTION_SPAN, schema.MENTION_LEFT, schema.MENTION_RIGHT,
+             schema.MENTION_SENTENCE)
+    texts = [tf.convert_to_tensor(features[n], tf.string) for n in parts]
+    batch = tf.shape(texts[0], out_type=tf.int64)[0]
+    tokens, unigram_ids, bigram_ids = self.text_featurizer.featurize(tf.concat(texts, 0))
+    bags = [unigram_ids, bigram_ids]
     grams = None
     if self.char_ngrams or self.name_match is not None:
-      grams = self.text_featurizer.char_ngrams(tokens)
+      # The span's character trigrams.
+      grams = self.text_featurizer.char_ngrams(featurizer_lib.row_slice(tokens, 0, batch))
     if self.char_ngrams:
-      bags += (grams[1],)
-    name = None if self.name_match is None else self.name_match(grams[1], grams[0])
-    return self.span_encoder(bags), name
-
-  def call(self, features: Dict[str, tf.Tensor]) -> tf.Tensor:
-    tokens, *sentence_ids = self.text_featurizer.featurize(features[schema.MENTION_SENTENCE])
+      bags.append(grams[1])
+    means = self.embedding.means(bags)
+    unigrams = tf.split(means[0], len(parts), axis=0, num=len(parts))
+    bigrams = tf.split(means[1], len(parts), axis=0, num=len(parts))
+    span = self.span_encoder((unigrams[0], bigrams[0]) + tuple(means[2:]))
     context = self.context_encoder([
-        self.encode_feature(schema.MENTION_LEFT, features[schema.MENTION_LEFT]),
-        self.encode_feature(schema.MENTION_RIGHT, features[schema.MENTION_RIGHT]),
-        self.sentence_encoder(tuple(sentence_ids)),
+        self.left_encoder((unigrams[1], bigrams[1])),
+        self.right_encoder((unigrams[2], bigrams[2])),
+        self.sentence_encoder((unigrams[3], bigrams[3])),
     ])
-    span, name = self._encode_span(features[schema.MENTION_SPAN])
     encoding = self.mention_encoder([context, span])
     # The context channel reads the (masked) sentence, so the span's own words do not count
     # there; the name channel reads the span's character trigrams.
-    lexical = None if self.context_match is None else self.context_match(sentence_ids[0],
-                                                                          tokens)
+    lexical = name = None
+    if self.context_match is not None:
+      sentence = featurizer_lib.row_slice
+      lexical = self.context_match(sentence(unigram_ids, 3 * batch, 4 * batch),
+                                   sentence(tokens, 3 * batch, 4 * batch))
+    if self.name_match is not None:
+      name = self.name_match(grams[1], grams[0])
     return _combine(encoding, self.context_match, lexical, self.name_match, name)
 
 
@@ -138,35 +147,51 @@ class EntityEncoder(keras.layers.Layer):
     self.name_match_alias_weight = float(c.name_match_alias_weight)
 
   def call(self, features: Dict[str, tf.Tensor]) -> tf.Tensor:
-    text_tokens, *text_ids = self.text_featurizer.featurize(features[schema.ENTITY_TEXT])
-    title_tokens, *title_ids = self.text_featurizer.featurize(features[schema.ENTITY_TITLE])
-    description = self.description_encoder([
-        self.text_encoder(tuple(text_ids)),
-        self.category_encoder(self.category_featurizer(features[schema.ENTITY_CATEGORIES])),
-    ])
-    title_bags = tuple(title_ids)
+    # Title, text and (for the name channel) aliases in one pass (issue 17), as rows
+    # [0, batch), [batch, 2 batch) and [2 batch, 3 batch) of one featurized batch.
+    title = tf.convert_to_tensor(features[schema.ENTITY_TITLE], tf.string)
+    batch = tf.shape(title, out_type=tf.int64)[0]
+    texts = [title, tf.convert_to_tensor(features[schema.ENTITY_TEXT], tf.string)]
+    aliases = features.get(schema.ENTITY_ALIASES)
+    with_aliases = (self.name_match is not None and aliases is not None
+                    and self.name_match_alias_weight > 0)
+    if with_aliases:
+      texts.append(featurizer_lib.alias_text(tf.convert_to_tensor(aliases, tf.string)))
+    tokens, unigram_ids, bigram_ids = self.text_featurizer.featurize(tf.concat(texts, 0))
+    if with_aliases:
+      # The aliases' tokens give trigrams only.
+      alias_tokens = featurizer_lib.row_slice(tokens, 2 * batch, 3 * batch)
+      tokens = featurizer_lib.row_slice(tokens, 0, 2 * batch)
+      unigram_ids = featurizer_lib.row_slice(unigram_ids, 0, 2 * batch)
+      bigram_ids = featurizer_lib.row_slice(bigram_ids, 0, 2 * batch)
+    bags = [unigram_ids, bigram_ids]
     grams = None
     if self.char_ngrams or self.name_match is not None:
-      grams = self.text_featurizer.char_ngrams(title_tokens)
+      grams = self.text_featurizer.char_ngrams(featurizer_lib.row_slice(tokens, 0, batch))
     if self.char_ngrams:
-      title_bags += (grams[1],)
-    title = self.title_encoder(title_bags)
+      bags.append(grams[1])
+    means = self.embedding.means(bags)
+    unigrams = tf.split(means[0], 2, axis=0, num=2)
+    bigrams = tf.split(means[1], 2, axis=0, num=2)
+    description = self.description_encoder([
+        self.text_encoder((unigrams[1], bigrams[1])),
+        self.category_encoder(self.category_featurizer(features[schema.ENTITY_CATEGORIES])),
+    ])
+    title = self.title_encoder((unigrams[0], bigrams[0]) + tuple(means[2:]))
     encoding = self.entity_encoder([description, title])
     lexical = name = None
     if self.context_match is not None:
       # Title and text (the tokens of 'title text'): an entity without a text is matched on
-      # the words of its title ('Georgia (U.S. state)': 'u', 's', 'state').
-      lexical = self.context_match(tf.concat([title_ids[0], text_ids[0]], axis=1),
-                                   tf.concat([title_tokens, text_tokens], axis=1))
+      # the words of its title ('Georgia (U.S. state)': 'u', 's', 'state'). Rows i and
+      # batch + i are entity i's.
+      lexical = self.context_match(unigram_ids, tokens, num_rows=batch)
     if self.name_match is not None:
       name = self.name_match(grams[1], grams[0])
-      aliases = features.get(schema.ENTITY_ALIASES)
-      if aliases is not None and self.name_match_alias_weight > 0:
+      if with_aliases:
         # The aliases' trigram vector, added to the title's at a lower weight: one bag of all
         # names would dilute the title of an entity with many redirects ('Germany': 'German
         # art' outranked it for 'Germany').
-        alias_grams = self.text_featurizer.char_ngrams(
-            featurizer_lib.tokenize(featurizer_lib.alias_text(aliases)))
+        alias_grams = self.text_featurizer.char_ngrams(alias_tokens)
         name = tf.math.l2_normalize(
             name + self.name_match_alias_weight * self.name_match(alias_grams[1],
                                                                   alias_grams[0]),
