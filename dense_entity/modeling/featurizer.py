@@ -12,7 +12,7 @@ never Python's `hash()`.
 """
 
 import re
-from typing import Optional, Sequence, Tuple
+from typing import NamedTuple, Optional, Sequence, Tuple
 
 import keras
 import tensorflow as tf
@@ -72,6 +72,41 @@ def alias_text(aliases: tf.Tensor) -> tf.Tensor:
   return tf.strings.regex_replace(aliases, re.escape(schema.CATEGORY_SEPARATOR), " ")
 
 
+class FlatTokens(NamedTuple):
+  """Tokens of a batch of strings, flat: `tokens` tf.string `[n]` in order, `rowids` int64
+  `[n]` (the string of each token; sorted), `counts` int64 `[batch]` (tokens per string)."""
+  tokens: tf.Tensor
+  rowids: tf.Tensor
+  counts: tf.Tensor
+
+
+def tokenize_flat(texts: tf.Tensor) -> FlatTokens:
+  """`tokenize` without building a ragged tensor (the encoders' one pass, issue 17)."""
+  texts = tf.convert_to_tensor(texts, tf.string)
+  texts = tf_text.normalize_utf8(texts, "NFKC")
+  texts = tf_text.case_fold_utf8(texts)
+  # The tokens of tf_text.regex_split(texts, DELIM_PATTERN, KEEP_DELIM_PATTERN), in fewer and
+  # cheaper ops (issue 17: that op made one RE2 search with a capture group per delimiter, every
+  # space included, and was half the encoders' op time). Each kept delimiter (mask, CJK unit,
+  # punctuation) is matched by one global replace that pads it with spaces, so one split on
+  # whitespace yields the word runs and the kept delimiters; a kept delimiter never holds nor
+  # borders on a match of another, so the matches are the same as regex_split's. The split
+  # (StringSplitV2: ASCII whitespace) must see exactly RE2's \s = [\t\n\f\r ] as spaces:
+  # [\t\n\f\r] become ' ', and \v (punctuation to RE2, whitespace to the split) is carried
+  # through as NUL and restored in the tokens. regex_split reads each string up to its first NUL
+  # (a C string), so the text from a NUL on is dropped first, which also frees NUL for \v.
+  # Identical tokens on 46k real lines in 9 languages (tests/dense_entity/modeling/
+  # test_featurizer_scripts.py keeps regex_split as the reference).
+  texts = tf.strings.regex_replace(texts, _RE2_SPACE_OR_NUL_TAIL, " ")
+  texts = tf.strings.regex_replace(texts, r"\v", "\x00")
+  texts = tf.strings.regex_replace(texts, KEEP_DELIM_PATTERN, r" \0 ")
+  indices, tokens, _ = tf.raw_ops.StringSplitV2(input=texts, sep="")
+  rowids = indices[:, 0]
+  batch = tf.size(texts, out_type=tf.int64)
+  counts = tf.math.bincount(rowids, minlength=batch, maxlength=batch, dtype=tf.int64)
+  return FlatTokens(tf.strings.regex_replace(tokens, r"\x00", "\v"), rowids, counts)
+
+
 def tokenize(texts: tf.Tensor) -> tf.RaggedTensor:
   """Normalizes (NFKC, case folding) and tokenizes strings.
 
@@ -81,39 +116,34 @@ def tokenize(texts: tf.Tensor) -> tf.RaggedTensor:
   Returns:
     tf.string ragged `[batch, (tokens)]`; '' and whitespace-only strings give no tokens.
   """
-  texts = tf_text.normalize_utf8(texts, "NFKC")
-  texts = tf_text.case_fold_utf8(texts)
-  # The tokens of tf_text.regex_split(texts, DELIM_PATTERN, KEEP_DELIM_PATTERN), in fewer and
-  # cheaper ops (issue 17: that op made one RE2 search with a capture group per delimiter, every
-  # space included, and was half the encoders' op time). Each kept delimiter (mask, CJK unit,
-  # punctuation) is matched by one global replace that pads it with spaces, so one split on
-  # whitespace yields the word runs and the kept delimiters; a kept delimiter never holds nor
-  # borders on a match of another, so the matches are the same as regex_split's. The split
-  # (tf.strings.split: ASCII whitespace) must see exactly RE2's \s = [\t\n\f\r ] as spaces:
-  # [\t\n\f\r] become ' ', and \v (punctuation to RE2, whitespace to the split) is carried
-  # through as NUL and restored in the tokens. regex_split reads each string up to its first NUL
-  # (a C string), so the text from a NUL on is dropped first, which also frees NUL for \v.
-  # Identical tokens on 46k real lines in 9 languages (tests/dense_entity/modeling/
-  # test_featurizer_scripts.py keeps regex_split as the reference).
-  texts = tf.strings.regex_replace(texts, _RE2_SPACE_OR_NUL_TAIL, " ")
-  texts = tf.strings.regex_replace(texts, r"\v", "\x00")
-  texts = tf.strings.regex_replace(texts, KEEP_DELIM_PATTERN, r" \0 ")
-  tokens = tf.strings.split(texts)
-  return tokens.with_flat_values(tf.strings.regex_replace(tokens.flat_values, r"\x00", "\v"))
+  flat = tokenize_flat(texts)
+  return tf.RaggedTensor.from_row_lengths(flat.tokens, flat.counts, validate=False)
 
 
-def row_slice(rt: tf.RaggedTensor, start, stop) -> tf.RaggedTensor:
-  """Rows [start, stop) of a 2-D ragged tensor (int64 scalars, 0 <= start <= stop <= nrows), in
-  fewer ops than `rt[start:stop]`: the encoders split a batch featurized in one pass (issue 17)."""
-  splits = rt.row_splits[start:stop + 1]
-  return tf.RaggedTensor.from_row_splits(rt.values[splits[0]:splits[-1]], splits - splits[0],
-                                         validate=False)
+def rows(values: tf.Tensor, counts: tf.Tensor, start, stop) -> tf.RaggedTensor:
+  """Rows [start, stop) of flat per-row `values` (in row order, `counts` int64 `[batch]` per
+  row) as a ragged tensor `[stop - start, (counts)]`; start, stop int64 scalars."""
+  first = tf.reduce_sum(counts[:start])
+  lengths = counts[start:stop]
+  return tf.RaggedTensor.from_row_lengths(
+      values[first:first + tf.reduce_sum(lengths)], lengths, validate=False)
 
 
 def bigrams(tokens: tf.RaggedTensor) -> tf.RaggedTensor:
   """Returns adjacent token pairs joined by a space, ragged `[batch, (tokens - 1)]`."""
   return tf_text.ngrams(tokens, NGRAM_WIDTH, reduction_type=tf_text.Reduction.STRING_JOIN,
                         string_separator=BIGRAM_SEPARATOR)
+
+
+class FlatFeatures(NamedTuple):
+  """`FlatTokens` of a batch with their unigram ids (int64 `[n]`), bigram ids (int64 `[n - 1]`,
+  pair j = tokens j, j + 1) and bigram_rowids (int64 `[n - 1]`, -1 for a pair across strings)."""
+  tokens: tf.Tensor
+  rowids: tf.Tensor
+  counts: tf.Tensor
+  unigram_ids: tf.Tensor
+  bigram_ids: tf.Tensor
+  bigram_rowids: tf.Tensor
 
 
 @keras.saving.register_keras_serializable(package="dense_entity")
@@ -159,14 +189,29 @@ class TextFeaturizer(keras.layers.Layer):
   def _hashed(self, strings: tf.Tensor) -> tf.Tensor:
     return self.vocab_size + tf.strings.to_hash_bucket_fast(strings, self.num_buckets)
 
+  def _unigram_ids_flat(self, tokens: tf.Tensor) -> tf.Tensor:
+    hashed = self._hashed(tokens)
+    if self._table is None:
+      return hashed
+    ids = self._table.lookup(tokens)
+    return tf.where(ids >= 0, ids, hashed)
+
   def unigram_ids(self, tokens: tf.RaggedTensor) -> tf.RaggedTensor:
-    def lookup(flat):
-      hashed = self._hashed(flat)
-      if self._table is None:
-        return hashed
-      ids = self._table.lookup(flat)
-      return tf.where(ids >= 0, ids, hashed)
-    return tf.ragged.map_flat_values(lookup, tokens)
+    return tf.ragged.map_flat_values(self._unigram_ids_flat, tokens)
+
+  def flat_features(self, texts) -> "FlatFeatures":
+    """`featurize`, flat: the towers' one pass over all their text features (issue 17).
+
+    Bigram j joins tokens j and j + 1 (as `bigrams` does within a string); `bigram_rowids[j]` is
+    their string, or -1 when they belong to two strings (left out by a segment sum).
+    """
+    flat = tokenize_flat(texts)
+    tokens, rowids = flat.tokens, flat.rowids
+    pairs = tf.strings.join([tokens[:-1], tokens[1:]], separator=BIGRAM_SEPARATOR)
+    return FlatFeatures(tokens, rowids, flat.counts, self._unigram_ids_flat(tokens),
+                        self._hashed(pairs),
+                        tf.where(rowids[:-1] == rowids[1:], rowids[:-1],
+                                 tf.constant(-1, tf.int64)))
 
   def call(self, texts) -> Tuple[tf.RaggedTensor, tf.RaggedTensor]:
     return self.featurize(texts)[1:]

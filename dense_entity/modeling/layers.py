@@ -12,6 +12,38 @@ import keras
 import tensorflow as tf
 
 
+def value_rowids(ids: tf.RaggedTensor) -> tf.Tensor:
+  """The row of each value of a 2-D ragged tensor, int64 `[values]`: one binary search over the
+  row splits (RaggedTensor.value_rowids, when not cached, tiles a `[rows, longest row]` matrix:
+  a quarter of an encoder's op time on batches of long sentences)."""
+  splits = tf.cast(ids.row_splits, tf.int64)
+  return tf.searchsorted(splits[1:], tf.range(splits[-1]), side="right", out_type=tf.int64)
+
+
+def segment_mean_embedding(table: tf.Variable, ids: tf.Tensor, segment_ids: tf.Tensor,
+                           counts: tf.Tensor) -> tf.Tensor:
+  """Averages the rows `ids` of `table` per segment.
+
+  Args:
+    table: float32 `[rows, dim]`.
+    ids: int `[n]`.
+    segment_ids: int64 `[n]`, the segment of each id; a negative one is left out.
+    counts: int or float `[segments]`, the ids of each segment that are averaged.
+
+  Returns:
+    float32 `[segments, dim]`; segments with no ids give zeros (never NaN: the divisor is at
+    least 1).
+  """
+  # Gather from the tf.Variable itself (a ResourceGather of the rows needed). Gathering from a
+  # Keras variable reads the whole table first, and once sparse updates have touched the table
+  # every such read copies it (TF's copy-on-read mode): O(table) per step instead of O(rows).
+  if isinstance(table, keras.Variable):
+    table = table.value
+  vectors = tf.gather(table, ids)
+  summed = tf.math.unsorted_segment_sum(vectors, segment_ids, tf.size(counts, tf.int64))
+  return summed / tf.maximum(tf.cast(counts, vectors.dtype), 1.0)[:, None]
+
+
 def ragged_mean_embedding(table: tf.Variable, ids: tf.RaggedTensor) -> tf.Tensor:
   """Averages the rows `ids` of `table` per example.
 
@@ -22,49 +54,8 @@ def ragged_mean_embedding(table: tf.Variable, ids: tf.RaggedTensor) -> tf.Tensor
   Returns:
     float32 `[batch, dim]`; rows with no ids give zeros (never NaN: the divisor is at least 1).
   """
-  ids = tf.cast(ids, tf.int64)
-  # Gather from the tf.Variable itself (a ResourceGather of the rows needed). Gathering from a
-  # Keras variable reads the whole table first, and once sparse updates have touched the table
-  # every such read copies it (TF's copy-on-read mode): O(table) per step instead of O(rows).
-  if isinstance(table, keras.Variable):
-    table = table.value
-  vectors = tf.gather(table, ids.flat_values)
-  summed = tf.math.unsorted_segment_sum(vectors, ids.value_rowids(), ids.nrows())
-  counts = tf.cast(tf.maximum(ids.row_lengths(), 1), vectors.dtype)
-  return summed / counts[:, None]
-
-
-def ragged_mean_embeddings(table: tf.Variable, ids_list) -> list:
-  """`ragged_mean_embedding` of several id tensors in one gather and one segment sum.
-
-  The encoders featurize all text features of a batch at once (issue 17: per-op overhead
-  dominated calls of a few mentions), so their bags are averaged in one pass too. Each row's
-  vectors are summed in the same order as by `ragged_mean_embedding`, so the means are equal.
-
-  Args:
-    table: float32 `[rows, dim]`.
-    ids_list: int ragged `[batch_i, (n)]` tensors.
-
-  Returns:
-    [float32 `[batch_i, dim]`], one per element of `ids_list`.
-  """
-  if len(ids_list) == 1:
-    return [ragged_mean_embedding(table, ids_list[0])]
-  ids_list = [tf.cast(ids, tf.int64) for ids in ids_list]
-  if isinstance(table, keras.Variable):
-    table = table.value
-  # Row r of the i-th tensor is row r + (rows of the tensors before it) of the whole.
-  rowids, lengths, nrows, offset = [], [], [], 0
-  for ids in ids_list:
-    rowids.append(ids.value_rowids() + offset)
-    lengths.append(ids.row_lengths())
-    nrows.append(ids.nrows())
-    offset += nrows[-1]
-  flat = tf.concat([ids.flat_values for ids in ids_list], axis=0)
-  vectors = tf.gather(table, flat)
-  summed = tf.math.unsorted_segment_sum(vectors, tf.concat(rowids, 0), offset)
-  counts = tf.cast(tf.maximum(tf.concat(lengths, 0), 1), vectors.dtype)
-  return tf.split(summed / counts[:, None], tf.stack(nrows), axis=0, num=len(ids_list))
+  return segment_mean_embedding(table, tf.cast(ids.flat_values, tf.int64), value_rowids(ids),
+                                ids.row_lengths())
 
 
 @keras.saving.register_keras_serializable(package="dense_entity")
@@ -86,9 +77,9 @@ class SharedEmbedding(keras.layers.Layer):
   def call(self, ids: tf.RaggedTensor) -> tf.Tensor:
     return ragged_mean_embedding(self.embeddings, ids)
 
-  def means(self, ids_list) -> list:
-    """The mean rows of several int ragged id tensors, in one pass (`ragged_mean_embeddings`)."""
-    return ragged_mean_embeddings(self.embeddings, ids_list)
+  def segment_means(self, ids, segment_ids, counts) -> tf.Tensor:
+    """`segment_mean_embedding` of this table: the towers average all their bags in one pass."""
+    return segment_mean_embedding(self.embeddings, ids, segment_ids, counts)
 
   def get_config(self):
     config = super().get_config()
@@ -243,21 +234,26 @@ class ContextMatchEncoder(keras.layers.Layer):
     """`num_rows` (optional): ragged row r adds to output row r mod num_rows, so the parts of
     one example featurized as rows r, r + num_rows, ... (a title and a text) make one bag, as if
     their tokens were concatenated; the output is then `[num_rows, dim]`."""
-    ids = tf.cast(unigram_ids.flat_values, tf.int64)
-    table = self.term_weights.value if isinstance(self.term_weights, keras.Variable) else (
-        self.term_weights)
-    idf = tf.gather(table, ids)
-    # One FarmHash per token gives both its bucket (h mod dim) and its sign (h < dim).
-    hashed = tf.strings.to_hash_bucket_fast(tokens.flat_values, 2 * self.dim)
-    bucket = hashed % self.dim
-    sign = tf.where(hashed < self.dim, 1.0, -1.0)
-    rows = tf.cast(unigram_ids.value_rowids(), tf.int64)
+    rows = value_rowids(unigram_ids)
     nrows = tf.cast(unigram_ids.nrows(), tf.int64)
     if num_rows is not None:
       nrows = tf.cast(num_rows, tf.int64)
       rows = rows % tf.maximum(nrows, 1)
+    return self.encode(unigram_ids.flat_values, tokens.flat_values, rows, nrows)
+
+  def encode(self, unigram_ids, tokens, rows, num_rows):
+    """`call` on flat tokens: unigram_ids int `[n]`, tokens tf.string `[n]`, rows int64 `[n]`
+    (the output row of each token), num_rows int64 scalar. float32 `[num_rows, dim]`."""
+    ids = tf.cast(unigram_ids, tf.int64)
+    table = self.term_weights.value if isinstance(self.term_weights, keras.Variable) else (
+        self.term_weights)
+    idf = tf.gather(table, ids)
+    # One FarmHash per token gives both its bucket (h mod dim) and its sign (h < dim).
+    hashed = tf.strings.to_hash_bucket_fast(tokens, 2 * self.dim)
+    bucket = hashed % self.dim
+    sign = tf.where(hashed < self.dim, 1.0, -1.0)
     segments = rows * self.dim + bucket
-    summed = tf.math.unsorted_segment_sum(idf * sign, segments, nrows * self.dim)
+    summed = tf.math.unsorted_segment_sum(idf * sign, segments, num_rows * self.dim)
     return tf.math.l2_normalize(tf.reshape(summed, [-1, self.dim]), axis=-1, epsilon=1e-12)
 
   def set_document_frequencies(self, document_frequency, num_documents: int) -> None:

@@ -28,6 +28,40 @@ def _l2_normalize(x):
   return tf.math.l2_normalize(x, axis=-1, epsilon=1e-12)
 
 
+def _bag_means(embedding, features, num_rows, extra=()):
+  """Mean embeddings of the unigrams and bigrams of rows [0, num_rows) of flat `features`
+  (featurizer.FlatFeatures; rows from num_rows on are left out), and of `extra` bags, all in
+  one gather and one segment sum (issue 17).
+
+  Args:
+    embedding: layers.SharedEmbedding.
+    features: featurizer.FlatFeatures of a batch featurized in one pass.
+    num_rows: int64 scalar.
+    extra: int ragged `[rows_i, (n)]` id tensors (the span's or title's character trigrams).
+
+  Returns:
+    (unigram means `[num_rows, dim]`, bigram means `[num_rows, dim]`, [extra means
+    `[rows_i, dim]`]).
+  """
+  counts = features.counts[:num_rows]
+  kept = tf.reduce_sum(counts)
+  ids = [features.unigram_ids[:kept], features.bigram_ids[:tf.maximum(kept - 1, 0)]]
+  bigram_rows = features.bigram_rowids[:tf.maximum(kept - 1, 0)]
+  segments = [features.rowids[:kept],
+              tf.where(bigram_rows >= 0, bigram_rows + num_rows, tf.constant(-1, tf.int64))]
+  all_counts = [counts, tf.maximum(counts - 1, 0)]
+  offset = 2 * num_rows
+  for bag in extra:
+    ids.append(tf.cast(bag.flat_values, tf.int64))
+    segments.append(layers.value_rowids(bag) + offset)
+    all_counts.append(tf.cast(bag.row_lengths(), tf.int64))
+    offset += tf.cast(bag.nrows(), tf.int64)
+  means = embedding.segment_means(tf.concat(ids, 0), tf.concat(segments, 0),
+                                  tf.concat(all_counts, 0))
+  return tf.split(means, tf.stack([num_rows, num_rows] + [
+      tf.cast(bag.nrows(), tf.int64) for bag in extra]), axis=0, num=2 + len(extra))
+
+
 def _combine(dense, context_match, context_vector, name_match, name_vector):
   """[sqrt(1 - w_c - w_n) * l2n(dense), sqrt(w_c) * context, sqrt(w_n) * name], the channels
   that exist (layers.combine_channels); l2n(dense) alone without them."""
@@ -73,25 +107,25 @@ class MentionEncoder(keras.layers.Layer):
     return self.feature_encoders[name](self.text_featurizer(texts))
 
   def call(self, features: Dict[str, tf.Tensor]) -> tf.Tensor:
-    # All four features in one pass (issue 17): featurized as one batch of 4 * batch strings
-    # (span, left, right, sentence), their bags averaged in one gather, then split back; each
-    # feature's encoding is the one it got on its own.
+    # All four features in one pass (issue 17: per-op overhead dominated calls of a few
+    # mentions): featurized as one batch of 4 * batch strings (span, left, right, sentence),
+    # their bags averaged in one gather, then split back. Each feature's encoding is the one it
+    # gets on its own (ids and sums in the same order: equal to the bit).
     parts = (schema.MENTION_SPAN, schema.MENTION_LEFT, schema.MENTION_RIGHT,
              schema.MENTION_SENTENCE)
     texts = [tf.convert_to_tensor(features[n], tf.string) for n in parts]
-    batch = tf.shape(texts[0], out_type=tf.int64)[0]
-    tokens, unigram_ids, bigram_ids = self.text_featurizer.featurize(tf.concat(texts, 0))
-    bags = [unigram_ids, bigram_ids]
+    batch = tf.size(texts[0], out_type=tf.int64)
+    f = self.text_featurizer.flat_features(tf.concat(texts, 0))
     grams = None
     if self.char_ngrams or self.name_match is not None:
       # The span's character trigrams.
-      grams = self.text_featurizer.char_ngrams(featurizer_lib.row_slice(tokens, 0, batch))
-    if self.char_ngrams:
-      bags.append(grams[1])
-    means = self.embedding.means(bags)
-    unigrams = tf.split(means[0], len(parts), axis=0, num=len(parts))
-    bigrams = tf.split(means[1], len(parts), axis=0, num=len(parts))
-    span = self.span_encoder((unigrams[0], bigrams[0]) + tuple(means[2:]))
+      grams = self.text_featurizer.char_ngrams(
+          featurizer_lib.rows(f.tokens, f.counts, 0, batch))
+    unigrams, bigrams, *char_means = _bag_means(
+        self.embedding, f, len(parts) * batch, (grams[1],) if self.char_ngrams else ())
+    unigrams = tf.split(unigrams, len(parts), axis=0, num=len(parts))
+    bigrams = tf.split(bigrams, len(parts), axis=0, num=len(parts))
+    span = self.span_encoder((unigrams[0], bigrams[0]) + tuple(char_means))
     context = self.context_encoder([
         self.left_encoder((unigrams[1], bigrams[1])),
         self.right_encoder((unigrams[2], bigrams[2])),
@@ -102,9 +136,9 @@ class MentionEncoder(keras.layers.Layer):
     # there; the name channel reads the span's character trigrams.
     lexical = name = None
     if self.context_match is not None:
-      sentence = featurizer_lib.row_slice
-      lexical = self.context_match(sentence(unigram_ids, 3 * batch, 4 * batch),
-                                   sentence(tokens, 3 * batch, 4 * batch))
+      first = tf.reduce_sum(f.counts[:3 * batch])
+      lexical = self.context_match.encode(f.unigram_ids[first:], f.tokens[first:],
+                                          f.rowids[first:] - 3 * batch, batch)
     if self.name_match is not None:
       name = self.name_match(grams[1], grams[0])
     return _combine(encoding, self.context_match, lexical, self.name_match, name)
@@ -150,48 +184,44 @@ class EntityEncoder(keras.layers.Layer):
     # Title, text and (for the name channel) aliases in one pass (issue 17), as rows
     # [0, batch), [batch, 2 batch) and [2 batch, 3 batch) of one featurized batch.
     title = tf.convert_to_tensor(features[schema.ENTITY_TITLE], tf.string)
-    batch = tf.shape(title, out_type=tf.int64)[0]
+    batch = tf.size(title, out_type=tf.int64)
     texts = [title, tf.convert_to_tensor(features[schema.ENTITY_TEXT], tf.string)]
     aliases = features.get(schema.ENTITY_ALIASES)
     with_aliases = (self.name_match is not None and aliases is not None
                     and self.name_match_alias_weight > 0)
     if with_aliases:
       texts.append(featurizer_lib.alias_text(tf.convert_to_tensor(aliases, tf.string)))
-    tokens, unigram_ids, bigram_ids = self.text_featurizer.featurize(tf.concat(texts, 0))
-    if with_aliases:
-      # The aliases' tokens give trigrams only.
-      alias_tokens = featurizer_lib.row_slice(tokens, 2 * batch, 3 * batch)
-      tokens = featurizer_lib.row_slice(tokens, 0, 2 * batch)
-      unigram_ids = featurizer_lib.row_slice(unigram_ids, 0, 2 * batch)
-      bigram_ids = featurizer_lib.row_slice(bigram_ids, 0, 2 * batch)
-    bags = [unigram_ids, bigram_ids]
+    f = self.text_featurizer.flat_features(tf.concat(texts, 0))
     grams = None
     if self.char_ngrams or self.name_match is not None:
-      grams = self.text_featurizer.char_ngrams(featurizer_lib.row_slice(tokens, 0, batch))
-    if self.char_ngrams:
-      bags.append(grams[1])
-    means = self.embedding.means(bags)
-    unigrams = tf.split(means[0], 2, axis=0, num=2)
-    bigrams = tf.split(means[1], 2, axis=0, num=2)
+      grams = self.text_featurizer.char_ngrams(featurizer_lib.rows(f.tokens, f.counts, 0, batch))
+    # The aliases' tokens give trigrams only.
+    unigrams, bigrams, *char_means = _bag_means(
+        self.embedding, f, 2 * batch, (grams[1],) if self.char_ngrams else ())
+    unigrams = tf.split(unigrams, 2, axis=0, num=2)
+    bigrams = tf.split(bigrams, 2, axis=0, num=2)
     description = self.description_encoder([
         self.text_encoder((unigrams[1], bigrams[1])),
         self.category_encoder(self.category_featurizer(features[schema.ENTITY_CATEGORIES])),
     ])
-    title = self.title_encoder((unigrams[0], bigrams[0]) + tuple(means[2:]))
+    title = self.title_encoder((unigrams[0], bigrams[0]) + tuple(char_means))
     encoding = self.entity_encoder([description, title])
     lexical = name = None
     if self.context_match is not None:
       # Title and text (the tokens of 'title text'): an entity without a text is matched on
       # the words of its title ('Georgia (U.S. state)': 'u', 's', 'state'). Rows i and
-      # batch + i are entity i's.
-      lexical = self.context_match(unigram_ids, tokens, num_rows=batch)
+      # batch + i are entity i's; its title's tokens come first, as in 'title text'.
+      kept = tf.reduce_sum(f.counts[:2 * batch])
+      lexical = self.context_match.encode(f.unigram_ids[:kept], f.tokens[:kept],
+                                          f.rowids[:kept] % tf.maximum(batch, 1), batch)
     if self.name_match is not None:
       name = self.name_match(grams[1], grams[0])
       if with_aliases:
         # The aliases' trigram vector, added to the title's at a lower weight: one bag of all
         # names would dilute the title of an entity with many redirects ('Germany': 'German
         # art' outranked it for 'Germany').
-        alias_grams = self.text_featurizer.char_ngrams(alias_tokens)
+        alias_grams = self.text_featurizer.char_ngrams(
+            featurizer_lib.rows(f.tokens, f.counts, 2 * batch, 3 * batch))
         name = tf.math.l2_normalize(
             name + self.name_match_alias_weight * self.name_match(alias_grams[1],
                                                                   alias_grams[0]),
