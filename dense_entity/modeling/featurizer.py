@@ -104,7 +104,8 @@ def tokenize_flat(texts: tf.Tensor) -> FlatTokens:
   rowids = indices[:, 0]
   batch = tf.size(texts, out_type=tf.int64)
   counts = tf.math.bincount(rowids, minlength=batch, maxlength=batch, dtype=tf.int64)
-  return FlatTokens(tf.strings.regex_replace(tokens, r"\x00", "\v"), rowids, counts)
+  # NUL, punctuation to the pattern, is always a token of its own: a compare, not a regex.
+  return FlatTokens(tf.where(tokens == "\x00", "\v", tokens), rowids, counts)
 
 
 def tokenize(texts: tf.Tensor) -> tf.RaggedTensor:
@@ -136,8 +137,9 @@ def bigrams(tokens: tf.RaggedTensor) -> tf.RaggedTensor:
 
 
 class FlatFeatures(NamedTuple):
-  """`FlatTokens` of a batch with their unigram ids (int64 `[n]`), bigram ids (int64 `[n - 1]`,
-  pair j = tokens j, j + 1) and bigram_rowids (int64 `[n - 1]`, -1 for a pair across strings)."""
+  """`FlatTokens` of a batch with their unigram ids (int64 `[n]`), and the bigram ids and rows
+  of the bigrams of every string in order (int64 `[sum(max(counts - 1, 0))]` each; rows
+  sorted)."""
   tokens: tf.Tensor
   rowids: tf.Tensor
   counts: tf.Tensor
@@ -200,18 +202,15 @@ class TextFeaturizer(keras.layers.Layer):
     return tf.ragged.map_flat_values(self._unigram_ids_flat, tokens)
 
   def flat_features(self, texts) -> "FlatFeatures":
-    """`featurize`, flat: the towers' one pass over all their text features (issue 17).
-
-    Bigram j joins tokens j and j + 1 (as `bigrams` does within a string); `bigram_rowids[j]` is
-    their string, or -1 when they belong to two strings (left out by a segment sum).
-    """
+    """`featurize`, flat: the towers' one pass over all their text features (issue 17)."""
     flat = tokenize_flat(texts)
     tokens, rowids = flat.tokens, flat.rowids
+    # Every pair of adjacent tokens is joined and hashed, then the pairs of one string are kept
+    # (as `bigrams` makes them within each string).
     pairs = tf.strings.join([tokens[:-1], tokens[1:]], separator=BIGRAM_SEPARATOR)
+    same_row = tf.where(rowids[:-1] == rowids[1:])[:, 0]
     return FlatFeatures(tokens, rowids, flat.counts, self._unigram_ids_flat(tokens),
-                        self._hashed(pairs),
-                        tf.where(rowids[:-1] == rowids[1:], rowids[:-1],
-                                 tf.constant(-1, tf.int64)))
+                        tf.gather(self._hashed(pairs), same_row), tf.gather(rowids, same_row))
 
   def call(self, texts) -> Tuple[tf.RaggedTensor, tf.RaggedTensor]:
     return self.featurize(texts)[1:]

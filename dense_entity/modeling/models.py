@@ -31,7 +31,7 @@ def _l2_normalize(x):
 def _bag_means(embedding, features, num_rows, extra=()):
   """Mean embeddings of the unigrams and bigrams of rows [0, num_rows) of flat `features`
   (featurizer.FlatFeatures; rows from num_rows on are left out), and of `extra` bags, all in
-  one gather and one segment sum (issue 17).
+  one lookup (issue 17; layers.segment_mean_embedding).
 
   Args:
     embedding: layers.SharedEmbedding.
@@ -44,12 +44,12 @@ def _bag_means(embedding, features, num_rows, extra=()):
     `[rows_i, dim]`]).
   """
   counts = features.counts[:num_rows]
+  bigram_counts = tf.maximum(counts - 1, 0)
   kept = tf.reduce_sum(counts)
-  ids = [features.unigram_ids[:kept], features.bigram_ids[:tf.maximum(kept - 1, 0)]]
-  bigram_rows = features.bigram_rowids[:tf.maximum(kept - 1, 0)]
-  segments = [features.rowids[:kept],
-              tf.where(bigram_rows >= 0, bigram_rows + num_rows, tf.constant(-1, tf.int64))]
-  all_counts = [counts, tf.maximum(counts - 1, 0)]
+  kept_bigrams = tf.reduce_sum(bigram_counts)
+  ids = [features.unigram_ids[:kept], features.bigram_ids[:kept_bigrams]]
+  segments = [features.rowids[:kept], features.bigram_rowids[:kept_bigrams] + num_rows]
+  all_counts = [counts, bigram_counts]
   offset = 2 * num_rows
   for bag in extra:
     ids.append(tf.cast(bag.flat_values, tf.int64))

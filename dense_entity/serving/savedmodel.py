@@ -25,6 +25,7 @@ import numpy as np
 import tensorflow as tf
 
 from dense_entity.common import fileio
+from dense_entity.modeling import layers
 from dense_entity.modeling import models
 from dense_entity.kb import schema
 
@@ -85,8 +86,10 @@ def export_encoders(model: models.DualEncoder, export_dir: str, extra: Dict = No
                               (ENTITY_ENCODER_DIR, model.entity_encoder,
                                schema.ENTITY_FEATURES)):
       module = _Encoder(tower, names)
-      tf.saved_model.save(module, os.path.join(tmp, sub),
-                          signatures={"serving_default": module.serve})
+      # Embedding means by one fused op (layers.serving_lookups), traced here on save.
+      with layers.serving_lookups():
+        tf.saved_model.save(module, os.path.join(tmp, sub),
+                            signatures={"serving_default": module.serve})
     manifest = {
         "model_fingerprint": _fingerprint([os.path.join(tmp, MENTION_ENCODER_DIR),
                                            os.path.join(tmp, ENTITY_ENCODER_DIR)]),
@@ -133,7 +136,7 @@ class Encoder:
 
   def __init__(self, path: str):
     # The graph holds tensorflow-text ops; registering them is what this import does.
-    import tensorflow_text  # pylint: disable=g-import-not-at-top,unused-import
+    import tensorflow_text  # noqa: F401  # pylint: disable=g-import-not-at-top,unused-import
     self.path = path
     self._loaded = tf.saved_model.load(path)
     self._fn = self._loaded.signatures["serving_default"]
