@@ -54,8 +54,6 @@ _KATAKANA = "[" + script_ranges.re2_class(script_ranges.CJK_KATAKANA) + r"](?:["
 _CJK = _HAN + "|" + _HIRAGANA + "|" + _KATAKANA
 DELIM_PATTERN = _MASK + "|" + _CJK + "|" + _PUNCT + r"|\s+"
 KEEP_DELIM_PATTERN = _MASK + "|" + _CJK + "|" + _PUNCT
-# RE2's \s other than ' ', and all from a NUL on (tokenize).
-_RE2_SPACE_OR_NUL_TAIL = r"(?s:\x00.*)|[\t\n\f\r]"
 
 BIGRAM_SEPARATOR = " "
 # N-gram widths are constants of the model, not user input.
@@ -83,21 +81,22 @@ class FlatTokens(NamedTuple):
 def tokenize_flat(texts: tf.Tensor) -> FlatTokens:
   """`tokenize` without building a ragged tensor (the encoders' one pass, issue 17)."""
   texts = tf.convert_to_tensor(texts, tf.string)
-  texts = tf_text.normalize_utf8(texts, "NFKC")
+  # NFKC, then case folding, in one op: case_fold_utf8 is ICU's NFKC_Casefold, which
+  # normalizes to NFKC itself (same output with and without NFKC first on 46k real lines and on
+  # every code point up to U+2FFFF; tokenize_reference below does both).
   texts = tf_text.case_fold_utf8(texts)
-  # The tokens of tf_text.regex_split(texts, DELIM_PATTERN, KEEP_DELIM_PATTERN), in fewer and
-  # cheaper ops (issue 17: that op made one RE2 search with a capture group per delimiter, every
-  # space included, and was half the encoders' op time). Each kept delimiter (mask, CJK unit,
-  # punctuation) is matched by one global replace that pads it with spaces, so one split on
-  # whitespace yields the word runs and the kept delimiters; a kept delimiter never holds nor
-  # borders on a match of another, so the matches are the same as regex_split's. The split
-  # (StringSplitV2: ASCII whitespace) must see exactly RE2's \s = [\t\n\f\r ] as spaces:
-  # [\t\n\f\r] become ' ', and \v (punctuation to RE2, whitespace to the split) is carried
-  # through as NUL and restored in the tokens. regex_split reads each string up to its first NUL
-  # (a C string), so the text from a NUL on is dropped first, which also frees NUL for \v.
-  # Identical tokens on 46k real lines in 9 languages (tests/dense_entity/modeling/
-  # test_featurizer_scripts.py keeps regex_split as the reference).
-  texts = tf.strings.regex_replace(texts, _RE2_SPACE_OR_NUL_TAIL, " ")
+  # The tokens of tokenize_reference, in fewer and cheaper ops (issue 17: regex_split made one
+  # RE2 search with a capture group per delimiter, every space included, and was half the
+  # encoders' op time). Each kept delimiter (mask, CJK unit, punctuation) is matched by one
+  # global replace that pads it with spaces, so one split on whitespace yields the word runs and
+  # the kept delimiters; a kept delimiter never holds nor borders on a match of another, so the
+  # matches are the same as regex_split's. The split (StringSplitV2: ASCII whitespace) sees RE2's
+  # \s = [\t\n\f\r ] as spaces, and also \v, punctuation to RE2: \v is carried through as NUL
+  # and restored in the tokens. regex_split reads each string up to its first NUL (a C string),
+  # so the text from a NUL on is dropped first, which also frees NUL for \v. Identical tokens on
+  # the lines above (tests/dense_entity/modeling/test_featurizer_scripts.py checks real lines and
+  # edge cases against tokenize_reference).
+  texts = tf.strings.regex_replace(texts, r"(?s:\x00.*)", "")
   texts = tf.strings.regex_replace(texts, r"\v", "\x00")
   texts = tf.strings.regex_replace(texts, KEEP_DELIM_PATTERN, r" \0 ")
   indices, tokens, _ = tf.raw_ops.StringSplitV2(input=texts, sep="")
@@ -119,6 +118,14 @@ def tokenize(texts: tf.Tensor) -> tf.RaggedTensor:
   """
   flat = tokenize_flat(texts)
   return tf.RaggedTensor.from_row_lengths(flat.tokens, flat.counts, validate=False)
+
+
+def tokenize_reference(texts: tf.Tensor) -> tf.RaggedTensor:
+  """`tokenize` as it was defined before issue 17, by tf_text.regex_split (slow: one RE2 search
+  per delimiter); the tests hold `tokenize` to it, so a trained model's ids stay the same."""
+  texts = tf_text.normalize_utf8(tf.convert_to_tensor(texts, tf.string), "NFKC")
+  texts = tf_text.case_fold_utf8(texts)
+  return tf_text.regex_split(texts, DELIM_PATTERN, KEEP_DELIM_PATTERN)
 
 
 def rows(values: tf.Tensor, counts: tf.Tensor, start, stop) -> tf.RaggedTensor:

@@ -28,7 +28,7 @@ def _l2_normalize(x):
   return tf.math.l2_normalize(x, axis=-1, epsilon=1e-12)
 
 
-def _bag_means(embedding, features, num_rows, extra=()):
+def _bag_means(embedding, features, num_rows, extra=(), all_rows=False):
   """Mean embeddings of the unigrams and bigrams of rows [0, num_rows) of flat `features`
   (featurizer.FlatFeatures; rows from num_rows on are left out), and of `extra` bags, all in
   one lookup (issue 17; layers.segment_mean_embedding).
@@ -38,17 +38,24 @@ def _bag_means(embedding, features, num_rows, extra=()):
     features: featurizer.FlatFeatures of a batch featurized in one pass.
     num_rows: int64 scalar.
     extra: int ragged `[rows_i, (n)]` id tensors (the span's or title's character trigrams).
+    all_rows: whether num_rows is all the rows of `features` (fewer ops: nothing to cut off).
 
   Returns:
     (unigram means `[num_rows, dim]`, bigram means `[num_rows, dim]`, [extra means
     `[rows_i, dim]`]).
   """
-  counts = features.counts[:num_rows]
-  bigram_counts = tf.maximum(counts - 1, 0)
-  kept = tf.reduce_sum(counts)
-  kept_bigrams = tf.reduce_sum(bigram_counts)
-  ids = [features.unigram_ids[:kept], features.bigram_ids[:kept_bigrams]]
-  segments = [features.rowids[:kept], features.bigram_rowids[:kept_bigrams] + num_rows]
+  if all_rows:
+    counts = features.counts
+    ids = [features.unigram_ids, features.bigram_ids]
+    segments = [features.rowids, features.bigram_rowids + num_rows]
+    bigram_counts = tf.maximum(counts - 1, 0)
+  else:
+    counts = features.counts[:num_rows]
+    bigram_counts = tf.maximum(counts - 1, 0)
+    kept = tf.reduce_sum(counts)
+    kept_bigrams = tf.reduce_sum(bigram_counts)
+    ids = [features.unigram_ids[:kept], features.bigram_ids[:kept_bigrams]]
+    segments = [features.rowids[:kept], features.bigram_rowids[:kept_bigrams] + num_rows]
   all_counts = [counts, bigram_counts]
   offset = 2 * num_rows
   for bag in extra:
@@ -122,7 +129,8 @@ class MentionEncoder(keras.layers.Layer):
       grams = self.text_featurizer.char_ngrams(
           featurizer_lib.rows(f.tokens, f.counts, 0, batch))
     unigrams, bigrams, *char_means = _bag_means(
-        self.embedding, f, len(parts) * batch, (grams[1],) if self.char_ngrams else ())
+        self.embedding, f, len(parts) * batch, (grams[1],) if self.char_ngrams else (),
+        all_rows=True)
     unigrams = tf.split(unigrams, len(parts), axis=0, num=len(parts))
     bigrams = tf.split(bigrams, len(parts), axis=0, num=len(parts))
     span = self.span_encoder((unigrams[0], bigrams[0]) + tuple(char_means))
@@ -197,7 +205,8 @@ class EntityEncoder(keras.layers.Layer):
       grams = self.text_featurizer.char_ngrams(featurizer_lib.rows(f.tokens, f.counts, 0, batch))
     # The aliases' tokens give trigrams only.
     unigrams, bigrams, *char_means = _bag_means(
-        self.embedding, f, 2 * batch, (grams[1],) if self.char_ngrams else ())
+        self.embedding, f, 2 * batch, (grams[1],) if self.char_ngrams else (),
+        all_rows=not with_aliases)
     unigrams = tf.split(unigrams, 2, axis=0, num=2)
     bigrams = tf.split(bigrams, 2, axis=0, num=2)
     description = self.description_encoder([
@@ -211,9 +220,11 @@ class EntityEncoder(keras.layers.Layer):
       # Title and text (the tokens of 'title text'): an entity without a text is matched on
       # the words of its title ('Georgia (U.S. state)': 'u', 's', 'state'). Rows i and
       # batch + i are entity i's; its title's tokens come first, as in 'title text'.
-      kept = tf.reduce_sum(f.counts[:2 * batch])
-      lexical = self.context_match.encode(f.unigram_ids[:kept], f.tokens[:kept],
-                                          f.rowids[:kept] % tf.maximum(batch, 1), batch)
+      ids, tokens, rowids = f.unigram_ids, f.tokens, f.rowids
+      if with_aliases:
+        kept = tf.reduce_sum(f.counts[:2 * batch])
+        ids, tokens, rowids = ids[:kept], tokens[:kept], rowids[:kept]
+      lexical = self.context_match.encode(ids, tokens, rowids % tf.maximum(batch, 1), batch)
     if self.name_match is not None:
       name = self.name_match(grams[1], grams[0])
       if with_aliases:

@@ -111,8 +111,8 @@ def test_japanese_and_bengali_mentions_through_featurizer_and_encoders():
 
 
 # Issue 17: `tokenize` pads the kept delimiters by one regex_replace and splits on whitespace
-# instead of calling tf_text.regex_split (its reference, below); the tokens must stay the same
-# or a trained model's ids would change.
+# instead of calling tf_text.regex_split (featurizer.tokenize_reference); the tokens must stay
+# the same or a trained model's ids would change.
 EDGE_CASES = [
     "a\vb", "a \v b\v", "a\x00b c", "a\vb\x00\vc", "\x00", "a\x00", "x\u2028y\u2029z",
     "\u0301abc", "a,\u0301b", "漢\u0301字", "カタカナ\u3099ひら", "ab[MASK]cd", "[mask]",
@@ -124,10 +124,7 @@ EDGE_CASES = [
 
 
 def _regex_split_tokens(texts):
-  import tensorflow_text as tf_text  # pylint: disable=g-import-not-at-top
-  texts = tf_text.case_fold_utf8(tf_text.normalize_utf8(tf.constant(texts), "NFKC"))
-  return tf_text.regex_split(texts, featurizer.DELIM_PATTERN,
-                             featurizer.KEEP_DELIM_PATTERN).to_list()
+  return featurizer.tokenize_reference(tf.constant(texts)).to_list()
 
 
 def _real_lines(per_source=300):
