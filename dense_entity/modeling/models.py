@@ -116,8 +116,9 @@ class MentionEncoder(keras.layers.Layer):
   def call(self, features: Dict[str, tf.Tensor]) -> tf.Tensor:
     # All four features in one pass (issue 17: per-op overhead dominated calls of a few
     # mentions): featurized as one batch of 4 * batch strings (span, left, right, sentence),
-    # their bags averaged in one gather, then split back. Each feature's encoding is the one it
-    # gets on its own (ids and sums in the same order: equal to the bit).
+    # their bags averaged in one lookup, then split back. Each feature's encoding is the one it
+    # gets on its own: equal to the bit (same ids, sums in the same order), and in the exported
+    # SavedModels up to float rounding (layers.serving_lookups).
     parts = (schema.MENTION_SPAN, schema.MENTION_LEFT, schema.MENTION_RIGHT,
              schema.MENTION_SENTENCE)
     texts = [tf.convert_to_tensor(features[n], tf.string) for n in parts]
