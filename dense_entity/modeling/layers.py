@@ -132,8 +132,13 @@ class BagOfNgramsEncoder(keras.layers.Layer):
     self.output_dim = int(output_dim)
     self.dense = keras.layers.Dense(self.output_dim, activation="relu")
 
+  def build(self, input_shape):
+    # One shape per bag (ragged ids, or a bag already averaged): each gives `dim` columns. Built
+    # here, Keras does not warn of unbuilt state when the towers pass averaged bags.
+    self.dense.build((None, self.embedding.dim * len(input_shape)))
+
   def call(self, inputs):
-    # A dense input is a bag already averaged (SharedEmbedding.means, the towers' one pass).
+    # A dense input is a bag already averaged (the towers' one pass, models._bag_means).
     features = tf.concat([self.embedding(x) if isinstance(x, tf.RaggedTensor) else x
                           for x in inputs], axis=-1)
     return self.dense(features)

@@ -110,6 +110,10 @@ class MentionEncoder(keras.layers.Layer):
     self.mention_encoder = layers.CompoundEncoder(c.hidden_dim, c.encoding_dim, name="mention")
     self.char_ngrams = c.char_ngrams
 
+  def build(self, input_shape):
+    # Raw strings give no shapes to build sublayers from: each builds on its first call.
+    del input_shape
+
   def encode_feature(self, name, texts):
     return self.feature_encoders[name](self.text_featurizer(texts))
 
@@ -188,6 +192,10 @@ class EntityEncoder(keras.layers.Layer):
     self.entity_encoder = layers.CompoundEncoder(c.hidden_dim, c.encoding_dim, name="entity")
     self.char_ngrams = c.char_ngrams
     self.name_match_alias_weight = float(c.name_match_alias_weight)
+
+  def build(self, input_shape):
+    # Raw strings give no shapes to build sublayers from: each builds on its first call.
+    del input_shape
 
   def call(self, features: Dict[str, tf.Tensor]) -> tf.Tensor:
     # Title, text and (for the name channel) aliases in one pass (issue 17), as rows
