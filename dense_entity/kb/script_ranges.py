@@ -1,9 +1,9 @@
 """Code point ranges of the scripts that tokenization treats specially, for RE2 and Python `re`.
 
-The in-graph tokenizer (modeling/featurizer.py, RE2 through tf_text.regex_split) and the Python
-5-token windows of mention contexts (kb/mention_features.py, Python `re`, which has no \\p{Han})
-must split the same units. Both build their character classes from these ranges, so the two
-agree by construction instead of by two spellings of "Han".
+The in-graph tokenizer (modeling/featurizer.py, RE2 through tf.strings.regex_replace) and the
+Python 5-token windows of mention contexts (kb/mention_features.py, Python `re`, which has no
+\\p{Han}) must split the same units. Both build their character classes from these ranges, so
+the two agree by construction instead of by two spellings of "Han".
 
 Ranges are inclusive (first, last) code points, from Unicode's Scripts.txt (15.1):
   - CJK_HAN: script Han (CJK radicals, Kangxi radicals, the iteration mark U+3005, U+3007,

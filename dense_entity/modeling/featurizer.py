@@ -12,7 +12,7 @@ never Python's `hash()`.
 """
 
 import re
-from typing import Optional, Sequence, Tuple
+from typing import NamedTuple, Optional, Sequence, Tuple
 
 import keras
 import tensorflow as tf
@@ -70,6 +70,45 @@ def alias_text(aliases: tf.Tensor) -> tf.Tensor:
   return tf.strings.regex_replace(aliases, re.escape(schema.CATEGORY_SEPARATOR), " ")
 
 
+class FlatTokens(NamedTuple):
+  """Tokens of a batch of strings, flat: `tokens` tf.string `[n]` in order, `rowids` int64
+  `[n]` (the string of each token; sorted), `counts` int64 `[batch]` (tokens per string)."""
+  tokens: tf.Tensor
+  rowids: tf.Tensor
+  counts: tf.Tensor
+
+
+def tokenize_flat(texts: tf.Tensor) -> FlatTokens:
+  """`tokenize` without building a ragged tensor (the encoders' one pass, issue 17)."""
+  texts = tf.convert_to_tensor(texts, tf.string)
+  # NFKC, then case folding, in one op: case_fold_utf8 is ICU's NFKC_Casefold, which
+  # normalizes to NFKC itself (same output with and without NFKC first on 46k real lines and on
+  # every code point up to U+2FFFF; tokenize_reference below does both).
+  texts = tf_text.case_fold_utf8(texts)
+  # The tokens of tokenize_reference, in fewer and cheaper ops (issue 17: regex_split made one
+  # RE2 search with a capture group per delimiter, every space included, and was half the
+  # encoders' op time). Each kept delimiter (mask, CJK unit, punctuation) is matched by one
+  # global replace that pads it with spaces, so one split on whitespace yields the word runs and
+  # the kept delimiters; a kept delimiter never holds nor borders on a match of another, so the
+  # matches are the same as regex_split's. The split (StringSplitV2: ASCII whitespace) sees RE2's
+  # \s = [\t\n\f\r ] as spaces, and also \v, punctuation to RE2: \v is carried through as NUL
+  # and restored in the tokens. regex_split reads each string up to its first NUL (a C string),
+  # so the text from a NUL on is dropped first, which also frees NUL for \v. Identical tokens on
+  # the lines above (tests/dense_entity/modeling/test_featurizer_scripts.py checks real lines and
+  # edge cases against tokenize_reference).
+  texts = tf.strings.regex_replace(texts, r"(?s:\x00.*)", "")
+  texts = tf.strings.regex_replace(texts, r"\v", "\x00")
+  texts = tf.strings.regex_replace(texts, KEEP_DELIM_PATTERN, r" \0 ")
+  indices, tokens, _ = tf.raw_ops.StringSplitV2(input=texts, sep="")
+  rowids = indices[:, 0]
+  # The raw op: tf.math.bincount adds seven ops of argument checks (per-op overhead is most of a
+  # single mention's time).
+  counts = tf.raw_ops.DenseBincount(input=rowids, size=tf.size(texts, out_type=tf.int64),
+                                    weights=tf.zeros([0], tf.int64))
+  # NUL, punctuation to the pattern, is always a token of its own: a compare, not a regex.
+  return FlatTokens(tf.where(tokens == "\x00", "\v", tokens), rowids, counts)
+
+
 def tokenize(texts: tf.Tensor) -> tf.RaggedTensor:
   """Normalizes (NFKC, case folding) and tokenizes strings.
 
@@ -79,15 +118,43 @@ def tokenize(texts: tf.Tensor) -> tf.RaggedTensor:
   Returns:
     tf.string ragged `[batch, (tokens)]`; '' and whitespace-only strings give no tokens.
   """
-  texts = tf_text.normalize_utf8(texts, "NFKC")
+  flat = tokenize_flat(texts)
+  return tf.RaggedTensor.from_row_lengths(flat.tokens, flat.counts, validate=False)
+
+
+def tokenize_reference(texts: tf.Tensor) -> tf.RaggedTensor:
+  """`tokenize` as it was defined before issue 17, by tf_text.regex_split (slow: one RE2 search
+  per delimiter); the tests hold `tokenize` to it, so a trained model's ids stay the same."""
+  texts = tf_text.normalize_utf8(tf.convert_to_tensor(texts, tf.string), "NFKC")
   texts = tf_text.case_fold_utf8(texts)
   return tf_text.regex_split(texts, DELIM_PATTERN, KEEP_DELIM_PATTERN)
+
+
+def rows(values: tf.Tensor, counts: tf.Tensor, start, stop) -> tf.RaggedTensor:
+  """Rows [start, stop) of flat per-row `values` (in row order, `counts` int64 `[batch]` per
+  row) as a ragged tensor `[stop - start, (counts)]`; start, stop int64 scalars."""
+  first = tf.reduce_sum(counts[:start])
+  lengths = counts[start:stop]
+  return tf.RaggedTensor.from_row_lengths(
+      values[first:first + tf.reduce_sum(lengths)], lengths, validate=False)
 
 
 def bigrams(tokens: tf.RaggedTensor) -> tf.RaggedTensor:
   """Returns adjacent token pairs joined by a space, ragged `[batch, (tokens - 1)]`."""
   return tf_text.ngrams(tokens, NGRAM_WIDTH, reduction_type=tf_text.Reduction.STRING_JOIN,
                         string_separator=BIGRAM_SEPARATOR)
+
+
+class FlatFeatures(NamedTuple):
+  """`FlatTokens` of a batch with their unigram ids (int64 `[n]`), and the bigram ids and rows
+  of the bigrams of every string in order (int64 `[sum(max(counts - 1, 0))]` each; rows
+  sorted)."""
+  tokens: tf.Tensor
+  rowids: tf.Tensor
+  counts: tf.Tensor
+  unigram_ids: tf.Tensor
+  bigram_ids: tf.Tensor
+  bigram_rowids: tf.Tensor
 
 
 @keras.saving.register_keras_serializable(package="dense_entity")
@@ -133,14 +200,26 @@ class TextFeaturizer(keras.layers.Layer):
   def _hashed(self, strings: tf.Tensor) -> tf.Tensor:
     return self.vocab_size + tf.strings.to_hash_bucket_fast(strings, self.num_buckets)
 
+  def _unigram_ids_flat(self, tokens: tf.Tensor) -> tf.Tensor:
+    hashed = self._hashed(tokens)
+    if self._table is None:
+      return hashed
+    ids = self._table.lookup(tokens)
+    return tf.where(ids >= 0, ids, hashed)
+
   def unigram_ids(self, tokens: tf.RaggedTensor) -> tf.RaggedTensor:
-    def lookup(flat):
-      hashed = self._hashed(flat)
-      if self._table is None:
-        return hashed
-      ids = self._table.lookup(flat)
-      return tf.where(ids >= 0, ids, hashed)
-    return tf.ragged.map_flat_values(lookup, tokens)
+    return tf.ragged.map_flat_values(self._unigram_ids_flat, tokens)
+
+  def flat_features(self, texts) -> "FlatFeatures":
+    """`featurize`, flat: the towers' one pass over all their text features (issue 17)."""
+    flat = tokenize_flat(texts)
+    tokens, rowids = flat.tokens, flat.rowids
+    # Every pair of adjacent tokens is joined and hashed, then the pairs of one string are kept
+    # (as `bigrams` makes them within each string).
+    pairs = tf.strings.join([tokens[:-1], tokens[1:]], separator=BIGRAM_SEPARATOR)
+    same_row = tf.where(rowids[:-1] == rowids[1:])[:, 0]
+    return FlatFeatures(tokens, rowids, flat.counts, self._unigram_ids_flat(tokens),
+                        tf.gather(self._hashed(pairs), same_row), tf.gather(rowids, same_row))
 
   def call(self, texts) -> Tuple[tf.RaggedTensor, tf.RaggedTensor]:
     return self.featurize(texts)[1:]

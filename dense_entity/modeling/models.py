@@ -28,6 +28,47 @@ def _l2_normalize(x):
   return tf.math.l2_normalize(x, axis=-1, epsilon=1e-12)
 
 
+def _bag_means(embedding, features, num_rows, extra=(), all_rows=False):
+  """Mean embeddings of the unigrams and bigrams of rows [0, num_rows) of flat `features`
+  (featurizer.FlatFeatures; rows from num_rows on are left out), and of `extra` bags, all in
+  one lookup (issue 17; layers.segment_mean_embedding).
+
+  Args:
+    embedding: layers.SharedEmbedding.
+    features: featurizer.FlatFeatures of a batch featurized in one pass.
+    num_rows: int64 scalar.
+    extra: int ragged `[rows_i, (n)]` id tensors (the span's or title's character trigrams).
+    all_rows: whether num_rows is all the rows of `features` (fewer ops: nothing to cut off).
+
+  Returns:
+    (unigram means `[num_rows, dim]`, bigram means `[num_rows, dim]`, [extra means
+    `[rows_i, dim]`]).
+  """
+  if all_rows:
+    counts = features.counts
+    ids = [features.unigram_ids, features.bigram_ids]
+    segments = [features.rowids, features.bigram_rowids + num_rows]
+    bigram_counts = tf.maximum(counts - 1, 0)
+  else:
+    counts = features.counts[:num_rows]
+    bigram_counts = tf.maximum(counts - 1, 0)
+    kept = tf.reduce_sum(counts)
+    kept_bigrams = tf.reduce_sum(bigram_counts)
+    ids = [features.unigram_ids[:kept], features.bigram_ids[:kept_bigrams]]
+    segments = [features.rowids[:kept], features.bigram_rowids[:kept_bigrams] + num_rows]
+  all_counts = [counts, bigram_counts]
+  offset = 2 * num_rows
+  for bag in extra:
+    ids.append(tf.cast(bag.flat_values, tf.int64))
+    segments.append(layers.value_rowids(bag) + offset)
+    all_counts.append(tf.cast(bag.row_lengths(), tf.int64))
+    offset += tf.cast(bag.nrows(), tf.int64)
+  means = embedding.segment_means(tf.concat(ids, 0), tf.concat(segments, 0),
+                                  tf.concat(all_counts, 0))
+  return tf.split(means, tf.stack([num_rows, num_rows] + [
+      tf.cast(bag.nrows(), tf.int64) for bag in extra]), axis=0, num=2 + len(extra))
+
+
 def _combine(dense, context_match, context_vector, name_match, name_vector):
   """[sqrt(1 - w_c - w_n) * l2n(dense), sqrt(w_c) * context, sqrt(w_n) * name], the channels
   that exist (layers.combine_channels); l2n(dense) alone without them."""
@@ -69,35 +110,50 @@ class MentionEncoder(keras.layers.Layer):
     self.mention_encoder = layers.CompoundEncoder(c.hidden_dim, c.encoding_dim, name="mention")
     self.char_ngrams = c.char_ngrams
 
+  def build(self, input_shape):
+    # Raw strings give no shapes to build sublayers from: each builds on its first call.
+    del input_shape
+
   def encode_feature(self, name, texts):
     return self.feature_encoders[name](self.text_featurizer(texts))
 
-  def _encode_span(self, texts):
-    """(span encoding, the span's name-channel vector or None); with config char_ngrams the
-    span's character trigrams join its bag."""
-    tokens, unigram_ids, bigram_ids = self.text_featurizer.featurize(texts)
-    bags = (unigram_ids, bigram_ids)
+  def call(self, features: Dict[str, tf.Tensor]) -> tf.Tensor:
+    # All four features in one pass (issue 17: per-op overhead dominated calls of a few
+    # mentions): featurized as one batch of 4 * batch strings (span, left, right, sentence),
+    # their bags averaged in one lookup, then split back. Each feature's encoding is the one it
+    # gets on its own: equal to the bit (same ids, sums in the same order), and in the exported
+    # SavedModels up to float rounding (layers.serving_lookups).
+    parts = (schema.MENTION_SPAN, schema.MENTION_LEFT, schema.MENTION_RIGHT,
+             schema.MENTION_SENTENCE)
+    texts = [tf.convert_to_tensor(features[n], tf.string) for n in parts]
+    batch = tf.size(texts[0], out_type=tf.int64)
+    f = self.text_featurizer.flat_features(tf.concat(texts, 0))
     grams = None
     if self.char_ngrams or self.name_match is not None:
-      grams = self.text_featurizer.char_ngrams(tokens)
-    if self.char_ngrams:
-      bags += (grams[1],)
-    name = None if self.name_match is None else self.name_match(grams[1], grams[0])
-    return self.span_encoder(bags), name
-
-  def call(self, features: Dict[str, tf.Tensor]) -> tf.Tensor:
-    tokens, *sentence_ids = self.text_featurizer.featurize(features[schema.MENTION_SENTENCE])
+      # The span's character trigrams.
+      grams = self.text_featurizer.char_ngrams(
+          featurizer_lib.rows(f.tokens, f.counts, 0, batch))
+    unigrams, bigrams, *char_means = _bag_means(
+        self.embedding, f, len(parts) * batch, (grams[1],) if self.char_ngrams else (),
+        all_rows=True)
+    unigrams = tf.split(unigrams, len(parts), axis=0, num=len(parts))
+    bigrams = tf.split(bigrams, len(parts), axis=0, num=len(parts))
+    span = self.span_encoder((unigrams[0], bigrams[0]) + tuple(char_means))
     context = self.context_encoder([
-        self.encode_feature(schema.MENTION_LEFT, features[schema.MENTION_LEFT]),
-        self.encode_feature(schema.MENTION_RIGHT, features[schema.MENTION_RIGHT]),
-        self.sentence_encoder(tuple(sentence_ids)),
+        self.left_encoder((unigrams[1], bigrams[1])),
+        self.right_encoder((unigrams[2], bigrams[2])),
+        self.sentence_encoder((unigrams[3], bigrams[3])),
     ])
-    span, name = self._encode_span(features[schema.MENTION_SPAN])
     encoding = self.mention_encoder([context, span])
     # The context channel reads the (masked) sentence, so the span's own words do not count
     # there; the name channel reads the span's character trigrams.
-    lexical = None if self.context_match is None else self.context_match(sentence_ids[0],
-                                                                          tokens)
+    lexical = name = None
+    if self.context_match is not None:
+      first = tf.reduce_sum(f.counts[:3 * batch])
+      lexical = self.context_match.encode(f.unigram_ids[first:], f.tokens[first:],
+                                          f.rowids[first:] - 3 * batch, batch)
+    if self.name_match is not None:
+      name = self.name_match(grams[1], grams[0])
     return _combine(encoding, self.context_match, lexical, self.name_match, name)
 
 
@@ -137,36 +193,55 @@ class EntityEncoder(keras.layers.Layer):
     self.char_ngrams = c.char_ngrams
     self.name_match_alias_weight = float(c.name_match_alias_weight)
 
+  def build(self, input_shape):
+    # Raw strings give no shapes to build sublayers from: each builds on its first call.
+    del input_shape
+
   def call(self, features: Dict[str, tf.Tensor]) -> tf.Tensor:
-    text_tokens, *text_ids = self.text_featurizer.featurize(features[schema.ENTITY_TEXT])
-    title_tokens, *title_ids = self.text_featurizer.featurize(features[schema.ENTITY_TITLE])
-    description = self.description_encoder([
-        self.text_encoder(tuple(text_ids)),
-        self.category_encoder(self.category_featurizer(features[schema.ENTITY_CATEGORIES])),
-    ])
-    title_bags = tuple(title_ids)
+    # Title, text and (for the name channel) aliases in one pass (issue 17), as rows
+    # [0, batch), [batch, 2 batch) and [2 batch, 3 batch) of one featurized batch.
+    title = tf.convert_to_tensor(features[schema.ENTITY_TITLE], tf.string)
+    batch = tf.size(title, out_type=tf.int64)
+    texts = [title, tf.convert_to_tensor(features[schema.ENTITY_TEXT], tf.string)]
+    aliases = features.get(schema.ENTITY_ALIASES)
+    with_aliases = (self.name_match is not None and aliases is not None
+                    and self.name_match_alias_weight > 0)
+    if with_aliases:
+      texts.append(featurizer_lib.alias_text(tf.convert_to_tensor(aliases, tf.string)))
+    f = self.text_featurizer.flat_features(tf.concat(texts, 0))
     grams = None
     if self.char_ngrams or self.name_match is not None:
-      grams = self.text_featurizer.char_ngrams(title_tokens)
-    if self.char_ngrams:
-      title_bags += (grams[1],)
-    title = self.title_encoder(title_bags)
+      grams = self.text_featurizer.char_ngrams(featurizer_lib.rows(f.tokens, f.counts, 0, batch))
+    # The aliases' tokens give trigrams only.
+    unigrams, bigrams, *char_means = _bag_means(
+        self.embedding, f, 2 * batch, (grams[1],) if self.char_ngrams else (),
+        all_rows=not with_aliases)
+    unigrams = tf.split(unigrams, 2, axis=0, num=2)
+    bigrams = tf.split(bigrams, 2, axis=0, num=2)
+    description = self.description_encoder([
+        self.text_encoder((unigrams[1], bigrams[1])),
+        self.category_encoder(self.category_featurizer(features[schema.ENTITY_CATEGORIES])),
+    ])
+    title = self.title_encoder((unigrams[0], bigrams[0]) + tuple(char_means))
     encoding = self.entity_encoder([description, title])
     lexical = name = None
     if self.context_match is not None:
       # Title and text (the tokens of 'title text'): an entity without a text is matched on
-      # the words of its title ('Georgia (U.S. state)': 'u', 's', 'state').
-      lexical = self.context_match(tf.concat([title_ids[0], text_ids[0]], axis=1),
-                                   tf.concat([title_tokens, text_tokens], axis=1))
+      # the words of its title ('Georgia (U.S. state)': 'u', 's', 'state'). Rows i and
+      # batch + i are entity i's; its title's tokens come first, as in 'title text'.
+      ids, tokens, rowids = f.unigram_ids, f.tokens, f.rowids
+      if with_aliases:
+        kept = tf.reduce_sum(f.counts[:2 * batch])
+        ids, tokens, rowids = ids[:kept], tokens[:kept], rowids[:kept]
+      lexical = self.context_match.encode(ids, tokens, rowids % tf.maximum(batch, 1), batch)
     if self.name_match is not None:
       name = self.name_match(grams[1], grams[0])
-      aliases = features.get(schema.ENTITY_ALIASES)
-      if aliases is not None and self.name_match_alias_weight > 0:
+      if with_aliases:
         # The aliases' trigram vector, added to the title's at a lower weight: one bag of all
         # names would dilute the title of an entity with many redirects ('Germany': 'German
         # art' outranked it for 'Germany').
         alias_grams = self.text_featurizer.char_ngrams(
-            featurizer_lib.tokenize(featurizer_lib.alias_text(aliases)))
+            featurizer_lib.rows(f.tokens, f.counts, 2 * batch, 3 * batch))
         name = tf.math.l2_normalize(
             name + self.name_match_alias_weight * self.name_match(alias_grams[1],
                                                                   alias_grams[0]),

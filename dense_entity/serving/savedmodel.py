@@ -1,6 +1,6 @@
 """Mention and entity encoder SavedModels taking raw strings, and their loader.
 
-Each SavedModel has one signature, 'serving_default':
+Each SavedModel has the signature 'serving_default':
 - mention encoder: inputs `mention_span`, `mention_left_context`, `mention_right_context`,
   `mention_sentence`, each tf.string `[batch]`;
 - entity encoder: inputs `entity_title`, `entity_text`, `entity_categories` ('|'-joined
@@ -10,6 +10,10 @@ Each SavedModel has one signature, 'serving_default':
   (config.ModelConfig.context_match_dim) an encoding is [sqrt(1 - w) * learned, sqrt(w) *
   lexical], of norm 1, or sqrt(1 - w) when its text holds no word of any entity's text; the
   indexes normalise rows and queries, which leaves each query's ranking unchanged.
+Since issue 17 it also has 'serving_packed' (PACKED_SIGNATURE): the same encoder with all inputs
+in one tf.string `[inputs, batch]` tensor `packed_features`, rows in the order saved as the
+variable `packed_input_names`; `Encoder` calls it (one input to convert and bind per call instead
+of three or four: a single mention costs less), and exports without it still load.
 Featurization is inside the graph (tensorflow-text ops), so a serving process needs only
 `import tensorflow_text` before loading; `load_encoder` does that.
 """
@@ -25,6 +29,7 @@ import numpy as np
 import tensorflow as tf
 
 from dense_entity.common import fileio
+from dense_entity.modeling import layers
 from dense_entity.modeling import models
 from dense_entity.kb import schema
 
@@ -32,6 +37,9 @@ MENTION_ENCODER_DIR = "mention_encoder"
 ENTITY_ENCODER_DIR = "entity_encoder"
 MANIFEST_FILE = "export_manifest.json"
 OUTPUT_KEY = "encodings"
+# The second signature (exports since issue 17) and its input, tf.string `[inputs, batch]`.
+PACKED_SIGNATURE = "serving_packed"
+PACKED_INPUT = "packed_features"
 
 
 class _Encoder(tf.Module):
@@ -49,7 +57,19 @@ class _Encoder(tf.Module):
     def serve(features):
       return {OUTPUT_KEY: self.tower(features)}
 
+    # The same, all inputs in one tensor (rows in `feature_names` order): one input to convert
+    # and bind per call instead of four, which is most of a single mention's cost (issue 17).
+    @tf.function(input_signature=[tf.TensorSpec([len(self.feature_names), None], tf.string,
+                                                name=PACKED_INPUT)])
+    def serve_packed(packed):
+      columns = tf.unstack(packed, num=len(self.feature_names))
+      return {OUTPUT_KEY: self.tower(dict(zip(self.feature_names, columns)))}
+
     self.serve = serve
+    self.serve_packed = serve_packed
+    # Saved with the model: the row order of serve_packed's input.
+    self.packed_input_names = tf.Variable(list(self.feature_names), trainable=False,
+                                          dtype=tf.string, name="packed_input_names")
 
 
 def _fingerprint(directories) -> str:
@@ -85,8 +105,11 @@ def export_encoders(model: models.DualEncoder, export_dir: str, extra: Dict = No
                               (ENTITY_ENCODER_DIR, model.entity_encoder,
                                schema.ENTITY_FEATURES)):
       module = _Encoder(tower, names)
-      tf.saved_model.save(module, os.path.join(tmp, sub),
-                          signatures={"serving_default": module.serve})
+      # Embedding means by one fused op (layers.serving_lookups), traced here on save.
+      with layers.serving_lookups():
+        tf.saved_model.save(module, os.path.join(tmp, sub),
+                            signatures={"serving_default": module.serve,
+                                        PACKED_SIGNATURE: module.serve_packed})
     manifest = {
         "model_fingerprint": _fingerprint([os.path.join(tmp, MENTION_ENCODER_DIR),
                                            os.path.join(tmp, ENTITY_ENCODER_DIR)]),
@@ -133,11 +156,19 @@ class Encoder:
 
   def __init__(self, path: str):
     # The graph holds tensorflow-text ops; registering them is what this import does.
-    import tensorflow_text  # pylint: disable=g-import-not-at-top,unused-import
+    import tensorflow_text  # noqa: F401  # pylint: disable=g-import-not-at-top,unused-import
     self.path = path
     self._loaded = tf.saved_model.load(path)
     self._fn = self._loaded.signatures["serving_default"]
     self.input_names = sorted(self._fn.structured_input_signature[1])
+    # The packed signature and its row order (exports before issue 17 have neither).
+    self._packed = self._loaded.signatures.get(PACKED_SIGNATURE)
+    order = getattr(self._loaded, "packed_input_names", None)
+    self._packed_names = None
+    if self._packed is not None and order is not None:
+      names = [x.decode("utf-8") for x in order.numpy()]
+      if sorted(names) == self.input_names:
+        self._packed_names = names
 
   def __call__(self, features: Dict[str, object], batch_size: int = 1024) -> np.ndarray:
     missing = [n for n in self.input_names
@@ -151,15 +182,23 @@ class Encoder:
     n = sizes.pop()
     features = {**{name: [""] * n for name in self.input_names if name not in features},
                 **features}
+    packed = self._packed_names is not None and not any(
+        isinstance(features[name], tf.Tensor) for name in self.input_names)
     out = []
     for start in range(0, n, batch_size):
+      if packed:
+        rows = [list(features[name][start:start + batch_size]) for name in self._packed_names]
+        out.append(self._packed(**{PACKED_INPUT: tf.constant(rows, tf.string)})[OUTPUT_KEY])
+        continue
       batch = {name: tf.constant(list(features[name][start:start + batch_size]), tf.string)
                if not isinstance(features[name], tf.Tensor)
                else features[name][start:start + batch_size] for name in self.input_names}
-      out.append(self._fn(**batch)[OUTPUT_KEY].numpy())
+      out.append(self._fn(**batch)[OUTPUT_KEY])
     if not out:
       return np.zeros((0, int(self._fn.structured_outputs[OUTPUT_KEY].shape[-1])), np.float32)
-    return np.concatenate(out, axis=0)
+    if len(out) == 1:
+      return out[0].numpy()
+    return np.concatenate([o.numpy() for o in out], axis=0)
 
 
 def load_encoder(path: str) -> Encoder:

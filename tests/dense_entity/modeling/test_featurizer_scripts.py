@@ -3,6 +3,7 @@
 Issue 15, item 4. The sentences are real text from ../shared/data/otherwiki/{ja,bn,mr}wiki-*.
 """
 
+import os
 import unicodedata
 
 import numpy as np
@@ -107,3 +108,63 @@ def test_japanese_and_bengali_mentions_through_featurizer_and_encoders():
                                    schema.ENTITY_CATEGORIES: tf.constant(["日本語", "ভাষা"])})
   for out in (mentions, entities):
     assert out.shape[0] == 2 and np.all(np.isfinite(out.numpy()))
+
+
+# Issue 17: `tokenize` pads the kept delimiters by one regex_replace and splits on whitespace
+# instead of calling tf_text.regex_split (featurizer.tokenize_reference); the tokens must stay
+# the same or a trained model's ids would change.
+EDGE_CASES = [
+    "a\vb", "a \v b\v", "a\x00b c", "a\vb\x00\vc", "\x00", "a\x00", "x\u2028y\u2029z",
+    "\u0301abc", "a,\u0301b", "漢\u0301字", "カタカナ\u3099ひら", "ab[MASK]cd", "[mask]",
+    "[MASK][mask]", "[ma sk]", "  ", "", "\t\n\r\f", "a  b\t\tc", "ｆｕｌｌ　ｗｉｄｔｈ",
+    "İstanbul ß ﬁ", "x\u00a0y\u0085z", "😀👍🏽 e\u0301", "\u200d\u200c", "ﾊﾝｶｸ ｶﾞ",
+    "a\x1cb\x1dc\x1ed\x1fe", "a\x7fb", "\x0b\x0b", "p\u3000q", "a\u180eb\u1680c\u2009d\u200be",
+    "end with space ", " lead", "...!!", "a.b,c;d", "x--y", "1,000.5%", "’quoted’ «x»",
+]
+
+
+def _regex_split_tokens(texts):
+  return featurizer.tokenize_reference(tf.constant(texts)).to_list()
+
+
+def _real_lines(per_source=300):
+  """Lines of the real dumps (9 languages) and of the AIDA sentences."""
+  import bz2  # pylint: disable=g-import-not-at-top
+  import glob  # pylint: disable=g-import-not-at-top
+  import itertools  # pylint: disable=g-import-not-at-top
+  import json  # pylint: disable=g-import-not-at-top
+  from tests import testutil  # pylint: disable=g-import-not-at-top
+  lines = []
+  for path in sorted(glob.glob(testutil.shared_data("otherwiki", "*.xml.bz2"))):
+    with bz2.open(path, "rt", encoding="utf-8", errors="replace") as f:
+      lines += [line.rstrip("\n") for line in itertools.islice(f, 2000, 2000 + per_source)]
+  path = testutil.shared_data("eval", "aida", "aida_testa.jsonl")
+  if os.path.exists(path):
+    with open(path, encoding="utf-8") as f:
+      for line in itertools.islice(f, 20):
+        lines += json.loads(line)["text"].split(" . ")
+  return lines
+
+
+def test_tokenize_equals_regex_split_on_edge_cases():
+  assert featurizer.tokenize(tf.constant(EDGE_CASES)).to_list() == _regex_split_tokens(
+      EDGE_CASES)
+
+
+def test_tokenize_equals_regex_split_on_real_lines():
+  lines = _real_lines()
+  if len(lines) < 1000:
+    pytest.skip("../shared/data (otherwiki dumps, AIDA) not found")
+  assert featurizer.tokenize(tf.constant(lines)).to_list() == _regex_split_tokens(lines)
+
+
+def test_flat_features_equal_featurize():
+  f = featurizer.TextFeaturizer(1 << 12, vocabulary=["the", "sea"])
+  texts = ["The Ore River meets the sea.", "", "one", "  ", "a b c d"] + EDGE_CASES
+  tokens, unigrams, bigrams = f.featurize(tf.constant(texts))
+  flat = f.flat_features(tf.constant(texts))
+  assert flat.tokens.numpy().tolist() == tokens.flat_values.numpy().tolist()
+  assert flat.counts.numpy().tolist() == tokens.row_lengths().numpy().tolist()
+  assert flat.unigram_ids.numpy().tolist() == unigrams.flat_values.numpy().tolist()
+  assert flat.bigram_ids.numpy().tolist() == bigrams.flat_values.numpy().tolist()
+  assert flat.bigram_rowids.numpy().tolist() == bigrams.value_rowids().numpy().tolist()

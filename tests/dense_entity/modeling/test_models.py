@@ -1,5 +1,7 @@
 """Layers round-trip their configs; checkpoints restore every variable; optimizers are exact."""
 
+import dataclasses
+
 import keras
 import numpy as np
 import pytest
@@ -328,3 +330,69 @@ def test_initial_embeddings_of_another_width_are_said_not_cut_silently(caplog):
     models.DualEncoder(cfg, vocabulary=["paris", "texas"],
                        initial_embeddings=np.ones((2, cfg.embedding_dim), np.float32))
   assert "initial embeddings" not in caplog.text
+
+
+def _per_feature_mention(m, features):
+  """The mention tower as before issue 17: each feature featurized and encoded on its own."""
+  feat = m.text_featurizer
+  tokens, *sentence_ids = feat.featurize(tf.constant(features[schema.MENTION_SENTENCE]))
+  context = m.context_encoder([
+      m.left_encoder(feat(tf.constant(features[schema.MENTION_LEFT]))),
+      m.right_encoder(feat(tf.constant(features[schema.MENTION_RIGHT]))),
+      m.sentence_encoder(tuple(sentence_ids))])
+  span_tokens, *span_ids = feat.featurize(tf.constant(features[schema.MENTION_SPAN]))
+  grams = feat.char_ngrams(span_tokens)
+  span = m.span_encoder(tuple(span_ids) + (grams[1],))
+  return layers.combine_channels(m.mention_encoder([context, span]), [
+      (m.context_match.weight, m.context_match(sentence_ids[0], tokens)),
+      (m.name_match.weight, m.name_match(grams[1], grams[0]))]).numpy()
+
+
+def _per_feature_entity(e, features):
+  feat = e.text_featurizer
+  text_tokens, *text_ids = feat.featurize(tf.constant(features[schema.ENTITY_TEXT]))
+  title_tokens, *title_ids = feat.featurize(tf.constant(features[schema.ENTITY_TITLE]))
+  description = e.description_encoder([
+      e.text_encoder(tuple(text_ids)),
+      e.category_encoder(e.category_featurizer(tf.constant(
+          features[schema.ENTITY_CATEGORIES])))])
+  grams = feat.char_ngrams(title_tokens)
+  title = e.title_encoder(tuple(title_ids) + (grams[1],))
+  lexical = e.context_match(tf.concat([title_ids[0], text_ids[0]], axis=1),
+                            tf.concat([title_tokens, text_tokens], axis=1))
+  alias_grams = feat.char_ngrams(featurizer.tokenize(featurizer.alias_text(
+      tf.constant(features[schema.ENTITY_ALIASES]))))
+  name = tf.math.l2_normalize(
+      e.name_match(grams[1], grams[0])
+      + e.name_match_alias_weight * e.name_match(alias_grams[1], alias_grams[0]),
+      axis=-1, epsilon=1e-12)
+  return layers.combine_channels(e.entity_encoder([description, title]), [
+      (e.context_match.weight, lexical), (e.name_match.weight, name)]).numpy()
+
+
+def test_one_pass_towers_equal_per_feature_encoding():
+  """Issue 17: the towers featurize all their text features in one pass; each encoding must
+  equal the one of featurizing and encoding every feature on its own."""
+  cfg = dataclasses.replace(config.get_preset("tiny").model, context_match_dim=16,
+                            name_match_dim=8, char_ngrams=True)
+  model = models.DualEncoder(cfg, vocabulary=["the", "river", "port"])
+  df = np.ones(model.text_featurizer.num_rows, np.int64)
+  model.context_match.set_document_frequencies(df, 3)
+  model.name_match.set_document_frequencies(df, 3)
+  mentions = {
+      schema.MENTION_SPAN: ["Ore River", "", "Port Alder", "東京"],
+      schema.MENTION_LEFT: ["The", "", "A ferry near", "x"],
+      schema.MENTION_RIGHT: ["meets the sea .", "", "", "は"],
+      schema.MENTION_SENTENCE: ["The [MASK] meets the sea.", "", "A ferry near [MASK].",
+                                "[MASK]は日本"]}
+  mentions = {k: tf.constant(v) for k, v in mentions.items()}
+  np.testing.assert_array_equal(model.mention_encoder(mentions).numpy(),
+                                _per_feature_mention(model.mention_encoder, mentions))
+  entities = {
+      schema.ENTITY_TITLE: ["Ore River", "", "Port Alder"],
+      schema.ENTITY_TEXT: ["The Ore River is a river.", "Text only", ""],
+      schema.ENTITY_CATEGORIES: ["Rivers|Norland", "", "Ports"],
+      schema.ENTITY_ALIASES: ["Ore|River Ore", "", ""]}
+  entities = {k: tf.constant(v) for k, v in entities.items()}
+  np.testing.assert_array_equal(model.entity_encoder(entities).numpy(),
+                                _per_feature_entity(model.entity_encoder, entities))

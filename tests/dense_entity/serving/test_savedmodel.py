@@ -121,3 +121,20 @@ def test_failed_export_leaves_previous_export_in_place(exported, monkeypatch):
   assert savedmodel.read_manifest(export_dir) == manifest
   parent = os.path.dirname(export_dir)
   assert [d for d in os.listdir(parent) if ".tmp-" in d] == []
+
+
+def test_packed_signature_equals_named_inputs(exported):
+  """Issue 17: Encoder calls 'serving_packed' (one [inputs, batch] tensor); it must give what
+  'serving_default' gives, in any batch size, and exports without it use the named inputs."""
+  model, export_dir, _ = exported
+  for sub, features in ((savedmodel.MENTION_ENCODER_DIR, MENTIONS),
+                        (savedmodel.ENTITY_ENCODER_DIR, ENTITIES)):
+    encoder = savedmodel.load_encoder(os.path.join(export_dir, sub))
+    assert encoder._packed_names is not None  # pylint: disable=protected-access
+    size = len(next(iter(features.values())))
+    named = {n: tf.constant(features.get(n, [""] * size)) for n in encoder.input_names}
+    expected = encoder._fn(**named)[savedmodel.OUTPUT_KEY].numpy()  # pylint: disable=protected-access
+    np.testing.assert_array_equal(encoder(features), expected)
+    np.testing.assert_allclose(encoder(features, batch_size=1), expected, atol=1e-6)
+    encoder._packed_names = None  # pylint: disable=protected-access
+    np.testing.assert_array_equal(encoder(features), expected)
