@@ -28,7 +28,7 @@ setup(
         "matplotlib>=3.8",
     ],
     extras_require={
-        "test": ["pytest>=8"],
+        "test": ["pytest>=8", "pytest-xdist>=3.5"],
         "bench": ["faiss-cpu>=1.8", "wikiextractor==3.1.*"],
     },
     entry_points={"console_scripts": ["dense-entity=dense_entity.cli:main"]},
