@@ -42,6 +42,7 @@ from dense_entity.kb import schema
 from dense_entity.kb import titles as titles_lib
 from dense_entity.retrieval import index as index_lib
 from dense_entity.retrieval import index_builder
+from dense_entity.retrieval import kb_versions
 from dense_entity.retrieval import nil as nil_lib
 from dense_entity.serving import savedmodel
 
@@ -72,17 +73,24 @@ class Retrievers:
 
   def __init__(self, ws: Workspace, index_kind: str = "brute_force"):
     manifest = savedmodel.read_manifest(ws.export)
-    self.titles = index_builder.read_titles(os.path.join(ws.index, index_lib.TITLES_FILENAME))
+    # One KB version throughout (retrieval.kb_versions); an updated KB keeps its aliases
+    # (redirects.tsv, alias_counts.tsv) beside its index, else they are the extraction's.
+    index_dir = kb_versions.resolve_index_dir(ws.index)
+    self.titles = index_builder.read_titles(os.path.join(index_dir, index_lib.TITLES_FILENAME))
     self.index = index_lib.load_index(
-        ws.index, index_kind,
+        index_dir, index_kind,
         expected_model_fingerprint=manifest["model_fingerprint"],
         expected_dim=manifest["encoding_dim"])
     self.mention_encoder = savedmodel.load_encoder(
         os.path.join(ws.export, savedmodel.MENTION_ENCODER_DIR))
-    redirects_path = os.path.join(ws.extract, schema.REDIRECTS_FILE)
+    def kb_file(name):
+      path = os.path.join(index_dir, name)
+      return path if os.path.isfile(path) else os.path.join(ws.extract, name)
+
+    redirects_path = kb_file(schema.REDIRECTS_FILE)
     self.redirects = baselines.load_redirects(redirects_path)
-    self.alias_table = baselines.AliasTable.from_tsv(
-        os.path.join(ws.extract, schema.ALIAS_COUNTS_FILE), redirects_path)
+    self.alias_table = baselines.AliasTable.from_tsv(kb_file(schema.ALIAS_COUNTS_FILE),
+                                                     redirects_path)
     self.kb_titles = set(self.titles)
     self.title_aliases = baselines.TitleAliases(self.kb_titles, self.redirects)
     self.bm25 = baselines.BM25Index(self.titles, aliases=self.redirects)
