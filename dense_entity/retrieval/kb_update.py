@@ -431,7 +431,8 @@ def _max_names(version_dir: str) -> int:
 
 def update_kb(workspace: str, operation: str, records: Sequence[EntityRecord],
               keep_versions: int = 2, serving: bool = True, batch_size: int = 1024,
-              step: Optional[Callable[[str], None]] = None) -> Dict[str, Any]:
+              step: Optional[Callable[[str], None]] = None,
+              entity_encoder: Optional[Callable[..., np.ndarray]] = None) -> Dict[str, Any]:
   """Applies one update to the KB of `workspace` as a new, atomically published version.
 
   Args:
@@ -447,6 +448,8 @@ def update_kb(workspace: str, operation: str, records: Sequence[EntityRecord],
     batch_size: entities per encoder call.
     step: called with the name of each finished step ('encoded', 'indexes', 'serving',
       'staged'); an exception from it aborts the update (the current version stays).
+    entity_encoder: the loaded WS/export/entity_encoder (savedmodel.load_encoder), for a
+      process that updates many times; None loads it when there is something to encode.
 
   Returns:
     The new version's kb_manifest.json.
@@ -495,8 +498,8 @@ def update_kb(workspace: str, operation: str, records: Sequence[EntityRecord],
     num_new = len(plan.new_features[schema.ENTITY_TITLE])
     t0 = time.perf_counter()
     if num_new:
-      encoder = savedmodel.load_encoder(os.path.join(export_dir,
-                                                     savedmodel.ENTITY_ENCODER_DIR))
+      encoder = entity_encoder or savedmodel.load_encoder(
+          os.path.join(export_dir, savedmodel.ENTITY_ENCODER_DIR))
       new_rows = encoder(plan.new_features, batch_size=batch_size)
     encode_seconds = time.perf_counter() - t0
     if step:
