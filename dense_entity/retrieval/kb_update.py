@@ -18,8 +18,8 @@ update to a workspace (WORKSPACE.md) as one new KB version (retrieval.kb_version
     assigned to the existing tree leaves, with SOAR spilling; nothing is retrained), then
     serialized. The tree and codebook drift from the data as rows change: the KB manifest
     counts the rows changed since the index was trained, and `rebalance_advised` turns on
-    above REBALANCE_FRACTION of them (`dense-entity kb rebalance` retrains, as costly as a
-    rebuild of that index);
+    above REBALANCE_FRACTION of them (`rebalance`, `dense-entity kb rebalance`, retrains: as
+    costly as a build of that index);
 - a changed entity keeps its entity id; a removed entity's id goes to the last entity
   (titles are swap-removed like rows), so entity_titles.txt, row_entities.npy and every index
   agree;
@@ -55,7 +55,9 @@ from dense_entity.retrieval import kb_versions
 from dense_entity.serving import savedmodel
 
 ADD, UPDATE, REMOVE = "add", "update", "remove"
-OPERATIONS = (ADD, UPDATE, REMOVE)
+# Retrains the ScaNN indexes on the current rows (no entity changes; `rebalance`).
+REBALANCE = "rebalance"
+OPERATIONS = (ADD, UPDATE, REMOVE, REBALANCE)
 # Fraction of a ScaNN index's rows changed (deleted + upserted) since it was trained above which
 # the manifest advises `dense-entity kb rebalance`.
 REBALANCE_FRACTION = 0.1
@@ -242,6 +244,14 @@ def _rewrite_rows(source: str, target: str, kept_rows: np.ndarray, new_rows: np.
   """Writes to `target` the .npy `source` with rows `kept_rows` (in that order) then
   `new_rows`, in the source's dtype, block by block (memory: one block)."""
   old = np.load(source, mmap_mode="r")
+  if (new_rows.shape[0] == 0 and kept_rows.shape[0] == old.shape[0]
+      and np.array_equal(kept_rows, np.arange(old.shape[0]))):
+    del old
+    try:  # unchanged: versions are never written, so they can share the file
+      os.link(source, target)
+    except OSError:
+      shutil.copyfile(source, target)
+    return
   out = np.lib.format.open_memmap(target, mode="w+", dtype=old.dtype,
                                   shape=(kept_rows.shape[0] + new_rows.shape[0], old.shape[1]))
   for start in range(0, kept_rows.shape[0], _COPY_BLOCK_ROWS):
@@ -280,15 +290,30 @@ def _read_json(path: str) -> Dict[str, Any]:
 
 
 def _update_index(kind: str, source_dir: str, target_dir: str, plan: _Plan,
-                  new_rows: np.ndarray, history: Dict[str, Any]) -> Dict[str, Any]:
-  """Writes index `kind` of the new version; returns its entry of the KB manifest."""
+                  new_rows: np.ndarray, history: Dict[str, Any],
+                  retrain_from: Optional[str] = None) -> Dict[str, Any]:
+  """Writes index `kind` of the new version; returns its entry of the KB manifest.
+
+  With `retrain_from` (an .npy of the new version's rows), a ScaNN index is built afresh from
+  it instead of edited."""
   start = time.perf_counter()
   manifest = _read_json(os.path.join(source_dir, index_lib.MANIFEST_FILENAME))
   num_rows = int(plan.row_entities.shape[0])
   os.makedirs(target_dir)
   trained_rows = int(history.get("rows_when_trained", manifest["num_entities"]))
   changed = int(history.get("rows_changed_since_trained", 0))
-  if manifest["effective_kind"] == index_lib.BRUTE_FORCE:
+  if manifest["effective_kind"] != index_lib.BRUTE_FORCE and retrain_from is not None:
+    # A fresh build on the current rows (parameters derived from their number, as a build).
+    index = index_lib.EntityIndex.build(np.load(retrain_from, mmap_mode="r"), kind,
+                                        manifest["model_fingerprint"],
+                                        normalize_rows=bool(manifest.get("rows_normalized",
+                                                                         True)))
+    shutil.rmtree(target_dir)
+    manifest = index.save(target_dir)
+    del index
+    trained_rows, changed = num_rows, 0
+    entry = {"strategy": "rebuilt: tree and AH codebook retrained on the current rows"}
+  elif manifest["effective_kind"] == index_lib.BRUTE_FORCE:
     _rewrite_rows(os.path.join(source_dir, index_lib.BRUTE_FORCE_FILENAME),
                   os.path.join(target_dir, index_lib.BRUTE_FORCE_FILENAME), plan.kept_rows,
                   new_rows)
@@ -439,8 +464,8 @@ def update_kb(workspace: str, operation: str, records: Sequence[EntityRecord],
     workspace: a workspace root with WS/export (export_manifest.json) and WS/index (a built
       index, or a KB version symlink of an earlier update).
     operation: 'add' (records not in the KB), 'update' (records in the KB: re-encoded from
-      the given fields; aliases kept unless given) or 'remove' (records in the KB; only titles
-      are read).
+      the given fields; aliases kept unless given), 'remove' (records in the KB; only titles
+      are read) or 'rebalance' (no records; see `rebalance`).
     records: from `read_entities`.
     keep_versions: finished versions kept (the new one included), >= 1.
     serving: re-export the serving SavedModel into the new version when the workspace has
@@ -487,13 +512,15 @@ def update_kb(workspace: str, operation: str, records: Sequence[EntityRecord],
     row_entities = index_lib.read_row_entities(current)
     if row_entities is None:
       row_entities = np.arange(len(titles), dtype=np.int32)
-    _check_records(operation, records, titles)
+    if operation != REBALANCE:
+      _check_records(operation, records, titles)
     # Checks passed: from here on the workspace may be migrated to versions.
     kb_versions.migrate(index_link, serving_link)
     current = kb_versions.resolve_index_dir(index_link)
     version = (kb_manifest["kb_version"] if kb_manifest else 0) + 1
     version = max([version] + [v + 1 for v in kb_versions.versions(store)])
-    plan = _plan(titles, row_entities, operation, records, _max_names(current))
+    plan = _plan(titles, row_entities, ADD if operation == REBALANCE else operation, records,
+                 _max_names(current))
     new_rows = np.zeros((0, dim), np.float32)
     num_new = len(plan.new_features[schema.ENTITY_TITLE])
     t0 = time.perf_counter()
@@ -533,10 +560,14 @@ def _stage(current, staging, workspace, operation, records, plan, new_rows, kind
     np.save(f, plan.row_entities)
   history = (kb_manifest or {}).get("indexes", {})
   indexes = {}
-  for kind in kinds:
+  retrain_from = None
+  for kind in sorted(kinds, key=lambda k: k != index_lib.BRUTE_FORCE):  # brute force first
+    if operation == REBALANCE and retrain_from is None:
+      retrain_from = _rows_file(current, staging)
     indexes[kind] = _update_index(kind, os.path.join(current, kind),
                                   os.path.join(staging, kind), plan, new_rows,
-                                  dict(history.get(kind, {}), kb_version=version))
+                                  dict(history.get(kind, {}), kb_version=version),
+                                  retrain_from)
   num_rows = int(plan.row_entities.shape[0])
   encodings_path = os.path.join(current, entity_encodings.ENCODINGS_FILE)
   if os.path.isfile(encodings_path):
@@ -570,7 +601,8 @@ def _stage(current, staging, workspace, operation, records, plan, new_rows, kind
     if step:
       step("serving")
   counts = {ADD: 0, UPDATE: 0, REMOVE: 0}
-  counts[operation] = len(records)
+  if operation in counts:
+    counts[operation] = len(records)
   return {
       "format": kb_versions.MANIFEST_FORMAT,
       "kb_version": version,
@@ -586,6 +618,16 @@ def _stage(current, staging, workspace, operation, records, plan, new_rows, kind
       "aliases": aliases,
       "serving": serving_entry,
   }
+
+
+def _rows_file(current: str, staging: str) -> str:
+  """An .npy of the current rows (brute force or entity_encodings.npy) for a retrain."""
+  for path in (os.path.join(current, index_lib.BRUTE_FORCE, index_lib.BRUTE_FORCE_FILENAME),
+               os.path.join(current, entity_encodings.ENCODINGS_FILE)):
+    if os.path.isfile(path):
+      return path
+  raise FileNotFoundError(f"{current}: neither a brute_force index nor "
+                          f"{entity_encodings.ENCODINGS_FILE}: nothing to retrain ScaNN from")
 
 
 def _export_serving(export_dir: str, staging: str, old_serving: str, version: int):
@@ -616,12 +658,21 @@ def _export_serving(export_dir: str, staging: str, old_serving: str, version: in
           "seconds": round(time.perf_counter() - start, 3)}
 
 
-def rebalance(workspace: str, keep_versions: int = 2,
-              kinds: Optional[Sequence[str]] = None) -> Dict[str, Any]:
-  """Retrains the ScaNN indexes of the current KB version (tree and AH codebook from the
-  current rows: ScaNN `rebalance`, as costly as building the index) as a new version.
+def rebalance(workspace: str, keep_versions: int = 2, serving: bool = True,
+              step: Optional[Callable[[str], None]] = None) -> Dict[str, Any]:
+  """Retrains the ScaNN indexes of the current KB on its current rows, as a new version.
+
+  After many updates the tree leaves and AH codebook, trained on the rows of the first build,
+  fit the rows less well (kb_update docstring; `rebalance_advised` in the KB manifest). This
+  builds each ScaNN index afresh from the brute-force rows (as costly as building that index:
+  12 minutes for AH + tree over the 5.7M rows of all of Wikipedia); entities, row ids, titles
+  and the brute-force index are unchanged (shared by hard links).
 
   Returns:
     The new version's kb_manifest.json.
+
+  Raises:
+    As `update_kb`.
   """
-  raise NotImplementedError
+  return update_kb(workspace, REBALANCE, [], keep_versions=keep_versions, serving=serving,
+                   step=step)

@@ -189,6 +189,16 @@ def test_scann_indexes_hold_the_new_rows_exactly(ws, tmp_path, encoder):
   manifest = kb_versions.read_manifest(version)
   assert manifest["indexes"]["ah_tree"]["rows_changed_since_trained"] == 3  # 2 + 1 alias
   assert manifest["indexes"]["ah_tree"]["rebalance_advised"] is False
+  # Rebalance: ScaNN retrained on the same rows; the brute-force file is shared.
+  rebalanced = kb_update.rebalance(ws, serving=False)
+  assert rebalanced["kb_version"] == 2 and rebalanced["num_rows"] == exact.shape[0]
+  assert rebalanced["indexes"]["ah_tree"]["rows_changed_since_trained"] == 0
+  after = os.path.realpath(os.path.join(ws, "index"))
+  assert os.path.samefile(os.path.join(after, "brute_force", index_lib.BRUTE_FORCE_FILENAME),
+                          os.path.join(version, "brute_force", index_lib.BRUTE_FORCE_FILENAME))
+  index = index_lib.EntityIndex.load(os.path.join(after, "ah_tree"))
+  assert index.search(exact[-3:], 1)[0][:, 0].tolist() == list(range(exact.shape[0] - 3,
+                                                                      exact.shape[0]))
 
 
 def test_a_failed_update_leaves_the_previous_version(ws, tmp_path, encoder):
