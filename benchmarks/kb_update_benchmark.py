@@ -16,8 +16,16 @@ Queries: the workspace's held-out mentions encoded by its mention encoder (at mo
 search (brute force over the same rows), the index's partition imbalance (ScaNN health
 stats), and the seconds to build / upsert.
 
+With --compare_index=DIR (an index directory built from scratch over the same KB, e.g. the
+workspace's index before a sequence of updates that removed and re-added entities), instead:
+recall of the workspace's updated indexes and of DIR's against exact search over the updated
+KB (entity titles compared, so row order does not matter), and gold recall@1/@100 on the
+held-out mentions (of --extract_dir), one index in memory at a time.
+
 Usage (from the repository root):
   python -m benchmarks.kb_update_benchmark --workspace=WS [--fractions=0.01,0.1,0.25,0.5]
+  python -m benchmarks.kb_update_benchmark --workspace=WS --compare_index=DIR \
+      [--extract_dir=WS/extract] [--kinds=ah_tree]
 """
 
 import os
@@ -48,8 +56,55 @@ def _clusters(x: np.ndarray, fraction: float, rng) -> np.ndarray:
   return np.asarray(sorted(picked))
 
 
+def compare(ws: str, other: str, extract_dir: str, kinds, max_queries: int) -> None:
+  """Recall of WS's updated indexes and of `other` (a fresh build of the same KB)."""
+  import gc  # pylint: disable=g-import-not-at-top
+  from dense_entity.evaluation import evaluator  # pylint: disable=g-import-not-at-top
+  from dense_entity.kb import schema  # pylint: disable=g-import-not-at-top
+  from dense_entity.retrieval import index as index_lib  # pylint: disable=g-import-not-at-top
+  from dense_entity.retrieval import index_builder  # pylint: disable=g-import-not-at-top
+  from dense_entity.retrieval import kb_versions  # pylint: disable=g-import-not-at-top
+  from dense_entity.serving import savedmodel  # pylint: disable=g-import-not-at-top
+  index_dir = kb_versions.resolve_index_dir(os.path.join(ws, "index"))
+  mentions = evaluator.read_heldout_mentions(extract_dir, max_queries)
+  gold = [m[schema.ENTITY_TITLE] for m in mentions]
+  encoder = savedmodel.load_encoder(os.path.join(ws, "export", savedmodel.MENTION_ENCODER_DIR))
+  q = encoder({n: [m[n] for m in mentions] for n in schema.MENTION_FEATURES})
+  del encoder
+  manifest = kb_versions.read_manifest(index_dir) or {}
+  print(f"{index_dir} (KB version {manifest.get('kb_version', 0)}) vs {other}: {len(q)} "
+        "held-out mentions")
+  print(f"{'index':<40} {'R@10 vs exact':>13} {'R@100 vs exact':>14} {'gold R@1':>8} "
+        f"{'gold R@100':>10} {'search s':>8}")
+  exact = None
+  for name, directory, kind in ([("exact (updated brute force)", index_dir, "brute_force")]
+                                + [(f"updated {k}", index_dir, k) for k in kinds]
+                                + [(f"fresh build {k}", other, k) for k in kinds]):
+    titles = index_builder.read_titles(os.path.join(directory, index_lib.TITLES_FILENAME))
+    index = index_lib.load_index(directory, kind)
+    t0 = time.perf_counter()
+    ids = index.search(q, 100)[0]
+    seconds = time.perf_counter() - t0
+    found = [[titles[i] for i in row] for row in ids]
+    del index, titles
+    gc.collect()
+    if exact is None:
+      exact = found
+    r10 = np.mean([len(set(a[:10]) & set(b[:10])) / 10 for a, b in zip(found, exact)])
+    r100 = np.mean([len(set(a) & set(b)) / 100 for a, b in zip(found, exact)])
+    g1 = np.mean([g == row[0] for g, row in zip(gold, found)])
+    g100 = np.mean([g in row for g, row in zip(gold, found)])
+    print(f"{name:<40} {r10:>13.3f} {r100:>14.3f} {g1:>8.3f} {g100:>10.3f} {seconds:>8.1f}",
+          flush=True)
+
+
 def main(argv):
   del argv
+  if FLAGS.compare_index:
+    compare(FLAGS.workspace, FLAGS.compare_index,
+            FLAGS.extract_dir or os.path.join(FLAGS.workspace, "extract"),
+            [k for k in FLAGS.kinds.split(",") if k], FLAGS.max_queries)
+    return
   from dense_entity.evaluation import evaluator  # pylint: disable=g-import-not-at-top
   from dense_entity.kb import schema  # pylint: disable=g-import-not-at-top
   from dense_entity.retrieval import index as index_lib  # pylint: disable=g-import-not-at-top
@@ -104,4 +159,9 @@ if __name__ == "__main__":
                       "index was trained.")
   flags.DEFINE_integer("max_queries", 2000, "Held-out mentions used as queries (0: all).")
   flags.DEFINE_integer("seed", 0, "Seed of the row choices.")
+  flags.DEFINE_string("compare_index", None, "An index directory built from scratch over the "
+                      "same KB: compare the workspace's updated indexes with it.")
+  flags.DEFINE_string("extract_dir", None, "Held-out mentions for --compare_index; default "
+                      "WS/extract.")
+  flags.DEFINE_string("kinds", "ah_tree", "ScaNN index kinds compared (--compare_index).")
   entry.run(main, "python -m benchmarks.kb_update_benchmark")

@@ -83,14 +83,10 @@ class Retrievers:
         expected_dim=manifest["encoding_dim"])
     self.mention_encoder = savedmodel.load_encoder(
         os.path.join(ws.export, savedmodel.MENTION_ENCODER_DIR))
-    def kb_file(name):
-      path = os.path.join(index_dir, name)
-      return path if os.path.isfile(path) else os.path.join(ws.extract, name)
-
-    redirects_path = kb_file(schema.REDIRECTS_FILE)
+    redirects_path = kb_versions.kb_file(index_dir, schema.REDIRECTS_FILE, ws.extract)
     self.redirects = baselines.load_redirects(redirects_path)
-    self.alias_table = baselines.AliasTable.from_tsv(kb_file(schema.ALIAS_COUNTS_FILE),
-                                                     redirects_path)
+    self.alias_table = baselines.AliasTable.from_tsv(
+        kb_versions.kb_file(index_dir, schema.ALIAS_COUNTS_FILE, ws.extract), redirects_path)
     self.kb_titles = set(self.titles)
     self.title_aliases = baselines.TitleAliases(self.kb_titles, self.redirects)
     self.bm25 = baselines.BM25Index(self.titles, aliases=self.redirects)

@@ -16,7 +16,12 @@ update to a workspace (WORKSPACE.md) as one new KB version (retrieval.kb_version
   * ScaNN AH and AH + tree: the saved searcher is loaded and edited in place with ScaNN's
     `delete` and `upsert` (new rows are quantized with the existing AH codebook and
     assigned to the existing tree leaves, with SOAR spilling; nothing is retrained), then
-    serialized. The tree and codebook drift from the data as rows change: the KB manifest
+    serialized. Exception: scann 1.4.2's `delete` corrupts memory on an AH+tree searcher
+    with SOAR spilling (index.derive_config's default; found here: `free(): invalid pointer`
+    after a few hundred deletes, with float32 or int8 reordering, while AH, a tree without
+    SOAR and `upsert` are fine), so an update that removes rows (remove, or update of an
+    entity) rebuilds such an index from the new version's rows: as costly as building it
+    (12 minutes for all of Wikipedia), where adding entities costs an upsert. The tree and codebook drift from the data as rows change: the KB manifest
     counts the rows changed since the index was trained, and `rebalance_advised` turns on
     above REBALANCE_FRACTION of them (`rebalance`, `dense-entity kb rebalance`, retrains: as
     costly as a build of that index);
@@ -291,11 +296,12 @@ def _read_json(path: str) -> Dict[str, Any]:
 
 def _update_index(kind: str, source_dir: str, target_dir: str, plan: _Plan,
                   new_rows: np.ndarray, history: Dict[str, Any],
-                  retrain_from: Optional[str] = None) -> Dict[str, Any]:
+                  retrain_from: Optional[str] = None,
+                  reason: Optional[str] = None) -> Dict[str, Any]:
   """Writes index `kind` of the new version; returns its entry of the KB manifest.
 
   With `retrain_from` (an .npy of the new version's rows), a ScaNN index is built afresh from
-  it instead of edited."""
+  it instead of edited, for `reason`."""
   start = time.perf_counter()
   manifest = _read_json(os.path.join(source_dir, index_lib.MANIFEST_FILENAME))
   num_rows = int(plan.row_entities.shape[0])
@@ -312,7 +318,8 @@ def _update_index(kind: str, source_dir: str, target_dir: str, plan: _Plan,
     manifest = index.save(target_dir)
     del index
     trained_rows, changed = num_rows, 0
-    entry = {"strategy": "rebuilt: tree and AH codebook retrained on the current rows"}
+    entry = {"strategy": f"rebuilt ({reason}): tree and AH codebook trained on the new "
+                         "version's rows"}
   elif manifest["effective_kind"] == index_lib.BRUTE_FORCE:
     _rewrite_rows(os.path.join(source_dir, index_lib.BRUTE_FORCE_FILENAME),
                   os.path.join(target_dir, index_lib.BRUTE_FORCE_FILENAME), plan.kept_rows,
@@ -374,8 +381,7 @@ def _update_aliases(source_dir: str, extract_dir: str, target_dir: str, operatio
                     records: Sequence[EntityRecord], titles: Sequence[str]) -> Dict[str, int]:
   """Writes redirects.tsv and alias_counts.tsv of the new version; returns counts."""
   def source(name):
-    path = os.path.join(source_dir, name)
-    return path if os.path.isfile(path) else os.path.join(extract_dir, name)
+    return kb_versions.kb_file(source_dir, name, extract_dir)
 
   redirects = _read_tsv(source(schema.REDIRECTS_FILE))
   counts = _read_tsv(source(schema.ALIAS_COUNTS_FILE))
@@ -559,20 +565,26 @@ def _stage(current, staging, workspace, operation, records, plan, new_rows, kind
   with open(os.path.join(staging, index_lib.ROW_ENTITIES_FILENAME), "wb") as f:
     np.save(f, plan.row_entities)
   history = (kb_manifest or {}).get("indexes", {})
-  indexes = {}
-  retrain_from = None
-  for kind in sorted(kinds, key=lambda k: k != index_lib.BRUTE_FORCE):  # brute force first
-    if operation == REBALANCE and retrain_from is None:
-      retrain_from = _rows_file(current, staging)
-    indexes[kind] = _update_index(kind, os.path.join(current, kind),
-                                  os.path.join(staging, kind), plan, new_rows,
-                                  dict(history.get(kind, {}), kb_version=version),
-                                  retrain_from)
   num_rows = int(plan.row_entities.shape[0])
   encodings_path = os.path.join(current, entity_encodings.ENCODINGS_FILE)
   if os.path.isfile(encodings_path):
     _rewrite_rows(encodings_path, os.path.join(staging, entity_encodings.ENCODINGS_FILE),
                   plan.kept_rows, new_rows)
+  indexes = {}
+  for kind in sorted(kinds, key=lambda k: k != index_lib.BRUTE_FORCE):  # brute force first
+    retrain_from, reason = None, None
+    scann = _read_json(os.path.join(current, kind, index_lib.MANIFEST_FILENAME))[
+        "effective_kind"] != index_lib.BRUTE_FORCE
+    if operation == REBALANCE and scann:
+      retrain_from, reason = _rows_file(staging), "rebalance"
+    elif scann and plan.delete_positions and _has_soar(os.path.join(current, kind)):
+      retrain_from = _rows_file(staging)
+      reason = ("rows removed from an AH+tree index with SOAR spilling: scann 1.4.2's delete "
+                "corrupts memory there (free(): invalid pointer), so the index is rebuilt")
+    indexes[kind] = _update_index(kind, os.path.join(current, kind),
+                                  os.path.join(staging, kind), plan, new_rows,
+                                  dict(history.get(kind, {}), kb_version=version),
+                                  retrain_from, reason)
   encodings_manifest = os.path.join(current, entity_encodings.ENCODINGS_MANIFEST)
   if os.path.isfile(encodings_manifest):
     fileio.write_text_atomically(
@@ -620,14 +632,22 @@ def _stage(current, staging, workspace, operation, records, plan, new_rows, kind
   }
 
 
-def _rows_file(current: str, staging: str) -> str:
-  """An .npy of the current rows (brute force or entity_encodings.npy) for a retrain."""
-  for path in (os.path.join(current, index_lib.BRUTE_FORCE, index_lib.BRUTE_FORCE_FILENAME),
-               os.path.join(current, entity_encodings.ENCODINGS_FILE)):
+def _rows_file(staging: str) -> str:
+  """The new version's rows (its brute-force encodings or entity_encodings.npy, both written
+  before the ScaNN indexes) for a ScaNN build."""
+  for path in (os.path.join(staging, entity_encodings.ENCODINGS_FILE),
+               os.path.join(staging, index_lib.BRUTE_FORCE, index_lib.BRUTE_FORCE_FILENAME)):
     if os.path.isfile(path):
       return path
-  raise FileNotFoundError(f"{current}: neither a brute_force index nor "
-                          f"{entity_encodings.ENCODINGS_FILE}: nothing to retrain ScaNN from")
+  raise FileNotFoundError(f"{staging}: neither a brute_force index nor "
+                          f"{entity_encodings.ENCODINGS_FILE}: nothing to build ScaNN from")
+
+
+def _has_soar(index_dir: str) -> bool:
+  """Whether a saved index is an AH+tree one with SOAR spilling."""
+  manifest = _read_json(os.path.join(index_dir, index_lib.MANIFEST_FILENAME))
+  return (manifest["effective_kind"] == index_lib.AH_TREE
+          and manifest["parameters"].get("soar_lambda") is not None)
 
 
 def _export_serving(export_dir: str, staging: str, old_serving: str, version: int):

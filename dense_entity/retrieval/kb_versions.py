@@ -38,6 +38,8 @@ from typing import Any, Dict, Iterator, List, Optional
 
 STORE_SUFFIX = ".kb"
 MANIFEST_FILE = "kb_manifest.json"
+# index_builder.SUMMARY_FILENAME (not imported: this module stays free of numpy and TF).
+SUMMARY_FILE = "indexes.json"
 MANIFEST_FORMAT = "dense_entity.kb_manifest/1"
 SERVING_DIR = "serving"
 _LOCK_FILE = ".lock"
@@ -82,7 +84,10 @@ def resolve_index_dir(index_dir: str) -> str:
 
 
 def read_manifest(version_dir: str) -> Optional[Dict[str, Any]]:
-  """The kb_manifest.json of a version directory, or None (an index never updated).
+  """The kb_manifest.json of a version directory, or None: an index never updated, or one
+  rebuilt in place since (export.encode_entities through the WS/index symlink rewrites
+  indexes.json without the version's `kb_version`); its KB-version files (kb_manifest.json,
+  redirects.tsv, alias_counts.tsv) are then stale and not to be read.
 
   Raises:
     ValueError: naming the file, when it is not a JSON object of this format.
@@ -97,7 +102,23 @@ def read_manifest(version_dir: str) -> Optional[Dict[str, Any]]:
     raise ValueError(f"{path} is not valid JSON: {e}") from e
   if not isinstance(manifest, dict) or manifest.get("format") != MANIFEST_FORMAT:
     raise ValueError(f"{path} is not a KB manifest of format {MANIFEST_FORMAT!r}")
+  try:
+    with open(os.path.join(version_dir, SUMMARY_FILE), encoding="utf-8") as f:
+      summary = json.load(f)
+  except (OSError, ValueError):
+    return None
+  if not isinstance(summary, dict) or summary.get("kb_version") != manifest.get("kb_version"):
+    return None
   return manifest
+
+
+def kb_file(version_dir: str, name: str, fallback_dir: str) -> str:
+  """VERSION/NAME when the version is a KB version holding it (redirects.tsv,
+  alias_counts.tsv), else FALLBACK_DIR/NAME (the extraction's)."""
+  path = os.path.join(version_dir, name)
+  if os.path.isfile(path) and read_manifest(version_dir) is not None:
+    return path
+  return os.path.join(fallback_dir, name)
 
 
 def versions(store: str) -> List[int]:

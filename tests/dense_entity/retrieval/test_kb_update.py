@@ -152,6 +152,14 @@ def test_added_entity_is_linked_and_removed_one_never_comes_back_end_to_end(ws, 
     assert "Zorvath" not in f.read()
   titles = index_builder.read_titles(os.path.join(version, index_lib.TITLES_FILENAME))
   assert len(titles) == 306 - 2 + 1 and not set(gone) & set(titles)
+  # AH was edited with ScaNN's delete (rows swap-removed as in brute force: every row finds
+  # its own id); AH+tree with SOAR was rebuilt (scann 1.4.2's delete is unsafe there).
+  strategies = kb_versions.read_manifest(version)["indexes"]
+  assert strategies["ah"]["strategy"].startswith("ScaNN delete + upsert")
+  assert strategies["ah_tree"]["strategy"].startswith("rebuilt (rows removed")
+  exact = np.load(os.path.join(version, "brute_force", index_lib.BRUTE_FORCE_FILENAME))
+  ids = index_lib.EntityIndex.load(os.path.join(version, "ah")).search(exact, 1)[0][:, 0]
+  assert np.mean(ids == np.arange(len(exact))) > 0.98
 
 
 def test_update_reencodes_an_entity_and_keeps_its_id(ws, tmp_path, encoder):
