@@ -527,6 +527,7 @@ def update_kb(workspace: str, operation: str, records: Sequence[EntityRecord],
     version = max([version] + [v + 1 for v in kb_versions.versions(store)])
     plan = _plan(titles, row_entities, ADD if operation == REBALANCE else operation, records,
                  _max_names(current))
+    read_seconds = time.perf_counter() - started
     new_rows = np.zeros((0, dim), np.float32)
     num_new = len(plan.new_features[schema.ENTITY_TITLE])
     t0 = time.perf_counter()
@@ -541,8 +542,9 @@ def update_kb(workspace: str, operation: str, records: Sequence[EntityRecord],
     try:
       manifest = _stage(current, staging, workspace, operation, records, plan, new_rows, kinds,
                         fingerprint, version, kb_manifest, serving, step)
-      manifest["seconds"] = {"encode": round(encode_seconds, 3),
-                             "total": round(time.perf_counter() - started, 3)}
+      manifest["seconds"] = dict(manifest.pop("_seconds"), read=round(read_seconds, 3),
+                                 encode=round(encode_seconds, 3),
+                                 total=round(time.perf_counter() - started, 3))
       fileio.write_text_atomically(os.path.join(staging, kb_versions.MANIFEST_FILE),
                                    json.dumps(manifest, indent=2, sort_keys=True) + "\n")
       if step:
@@ -566,6 +568,8 @@ def _stage(current, staging, workspace, operation, records, plan, new_rows, kind
     np.save(f, plan.row_entities)
   history = (kb_manifest or {}).get("indexes", {})
   num_rows = int(plan.row_entities.shape[0])
+  seconds = {}
+  t0 = time.perf_counter()
   encodings_path = os.path.join(current, entity_encodings.ENCODINGS_FILE)
   if os.path.isfile(encodings_path):
     _rewrite_rows(encodings_path, os.path.join(staging, entity_encodings.ENCODINGS_FILE),
@@ -592,8 +596,12 @@ def _stage(current, staging, workspace, operation, records, plan, new_rows, kind
         json.dumps(dict(_read_json(encodings_manifest), num_entities=len(plan.titles),
                         num_rows=num_rows, kb_version=version), indent=2, sort_keys=True)
         + "\n")
+  seconds["entity_encodings_npy"] = round(time.perf_counter() - t0 - sum(
+      e["seconds"] for e in indexes.values()), 3)
+  t0 = time.perf_counter()
   aliases = _update_aliases(current, os.path.join(workspace, "extract"), staging, operation,
                             records, plan.titles)
+  seconds["aliases"] = round(time.perf_counter() - t0, 3)
   summary_path = os.path.join(current, index_builder.SUMMARY_FILENAME)
   summary = _read_json(summary_path) if os.path.isfile(summary_path) else {}
   summary.update(num_entities=len(plan.titles), num_rows=num_rows, model_fingerprint=fingerprint,
@@ -629,6 +637,7 @@ def _stage(current, staging, workspace, operation, records, plan, new_rows, kind
       "indexes": indexes,
       "aliases": aliases,
       "serving": serving_entry,
+      "_seconds": seconds,
   }
 
 
