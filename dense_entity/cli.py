@@ -1,5 +1,6 @@
 """`dense-entity` command: `demo` (the end-to-end job), `link` (top-k entities for mentions in
-text) and `tradeoff` (the paper's Table 3 on a workspace)."""
+text), `kb` (add, change and remove entities of a built workspace) and `tradeoff` (the paper's
+Table 3 on a workspace)."""
 
 import argparse
 import json
@@ -110,6 +111,56 @@ def _link(args, stdin: Optional[TextIO] = None, stdout: Optional[TextIO] = None,
   return 0
 
 
+def _kb(args, stdout: Optional[TextIO] = None) -> int:
+  """Runs `dense-entity kb add|update|remove|rebalance|status`; returns the exit status."""
+  from dense_entity.retrieval import kb_update  # pylint: disable=g-import-not-at-top
+  from dense_entity.retrieval import kb_versions  # pylint: disable=g-import-not-at-top
+  stdout = stdout or sys.stdout
+  if args.kb_command == "status":
+    index_dir = kb_versions.resolve_index_dir(os.path.join(args.workspace, "index"))
+    manifest = kb_versions.read_manifest(index_dir)
+    if manifest is None:
+      print(f"{index_dir}: KB version 0 (as built; never updated)", file=stdout)
+    else:
+      print(json.dumps(manifest, indent=2, sort_keys=True), file=stdout)
+    return 0
+  if args.keep_versions < 1:
+    raise ValueError("--keep_versions must be >= 1")
+
+  def step(name):
+    if args.verbose:
+      print(f"dense-entity kb {args.kb_command}: {name}", file=sys.stderr)
+
+  if args.kb_command == "rebalance":
+    manifest = kb_update.rebalance(args.workspace, keep_versions=args.keep_versions,
+                                   serving=not args.no_serving, step=step)
+    print(f"KB version {manifest['kb_version']}: ScaNN indexes retrained on "
+          f"{manifest['num_rows']} rows ("
+          + ", ".join(f"{kind} {entry['seconds']:.1f} s"
+                      for kind, entry in manifest["indexes"].items())
+          + f"); {manifest['seconds']['total']:.1f} s in all", file=stdout)
+    return 0
+  records = kb_update.read_entities(args.input)
+  ignored = kb_update.ignored_fields(records)
+  if ignored:
+    print(f"dense-entity kb {args.kb_command}: fields not used (records): "
+          + ", ".join(f"{k} ({v})" for k, v in ignored.items()), file=sys.stderr)
+
+  manifest = kb_update.update_kb(args.workspace, args.kb_command, records,
+                                 keep_versions=args.keep_versions,
+                                 serving=not args.no_serving, step=step)
+  indexes = ", ".join(f"{kind} {entry['seconds']:.1f} s"
+                      + (" (rebalance advised)" if entry.get("rebalance_advised") else "")
+                      for kind, entry in manifest["indexes"].items())
+  print(f"KB version {manifest['kb_version']}: {args.kb_command} {len(records)} entities -> "
+        f"{manifest['num_entities']} entities, {manifest['num_rows']} rows; model "
+        f"{manifest['model_fingerprint']}; {indexes}"
+        + (f"; serving re-exported {manifest['serving']['seconds']:.1f} s"
+           if manifest.get("serving") else "")
+        + f"; {manifest['seconds']['total']:.1f} s in all", file=stdout)
+  return 0
+
+
 def _tradeoff(args):
   from dense_entity.evaluation import tradeoff  # pylint: disable=g-import-not-at-top
   kinds = [k.strip() for k in args.kinds.split(",") if k.strip()]
@@ -199,6 +250,41 @@ def build_parser() -> argparse.ArgumentParser:
                     "always link the top entity")
   link.add_argument("texts", nargs="*", metavar="TEXT", help="text with [[mention]] marked")
   link.set_defaults(fn=_link)
+
+  kb = sub.add_parser(
+      "kb", help="add, change or remove entities of a built workspace (no retraining)",
+      description="Updates the KB of a workspace: new and changed entities are encoded with "
+      "the exported entity encoder and every index (brute force, ScaNN AH, AH+tree), the "
+      "titles, the row map, the KB's aliases (redirects.tsv, alias_counts.tsv) and the serving "
+      "model are updated as one new KB version, published atomically (WS/index becomes a "
+      "symlink to WS/index.kb/vNNNNNN): readers see the KB before or after, never between; a "
+      "failed or killed update leaves the previous version.",
+      epilog="examples: dense-entity kb add --workspace WS new.jsonl; "
+      "dense-entity kb remove --workspace WS titles.txt; dense-entity kb status --workspace WS; "
+      "dense-entity kb rebalance --workspace WS")
+  kb_sub = kb.add_subparsers(dest="kb_command", required=True)
+  for name, help_text in (
+      ("add", "add entities not in the KB"),
+      ("update", "re-encode entities of the KB from new fields (aliases kept unless given)"),
+      ("remove", "remove entities from the KB"),
+      ("rebalance", "retrain the ScaNN indexes on the current rows (advised in the KB "
+       "manifest after many updates; as costly as building them)")):
+    p = kb_sub.add_parser(name, help=help_text, description=help_text + (
+        "." if name == "rebalance" else ". INPUT: JSONL of {\"title\", \"text\", "
+        "\"categories\", \"aliases\"} (only title required; lists or '|'-joined strings; "
+        "other fields are ignored and counted), or one title per line."))
+    p.add_argument("--workspace", default="workspace", help="workspace root")
+    p.add_argument("--keep_versions", type=int, default=2,
+                   help="KB versions kept in WS/index.kb (the new one included)")
+    p.add_argument("--no_serving", action="store_true",
+                   help="do not re-export the serving model (WS/export/serving then keeps "
+                   "pointing at WS/index/serving, absent from the new version)")
+    p.add_argument("--verbose", action="store_true", help="print each finished step")
+    if name != "rebalance":
+      p.add_argument("input", metavar="INPUT", help="JSONL of entities, or titles")
+  status = kb_sub.add_parser("status", help="print the current KB version's manifest")
+  status.add_argument("--workspace", default="workspace", help="workspace root")
+  kb.set_defaults(fn=_kb)
 
   tradeoff = sub.add_parser(
       "tradeoff", help="search time, recall and size of each index (paper Table 3)",

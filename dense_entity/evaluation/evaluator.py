@@ -42,6 +42,7 @@ from dense_entity.kb import schema
 from dense_entity.kb import titles as titles_lib
 from dense_entity.retrieval import index as index_lib
 from dense_entity.retrieval import index_builder
+from dense_entity.retrieval import kb_versions
 from dense_entity.retrieval import nil as nil_lib
 from dense_entity.serving import savedmodel
 
@@ -80,17 +81,20 @@ class Retrievers:
     """
     self.systems = check_systems(systems)
     manifest = savedmodel.read_manifest(ws.export)
-    self.titles = index_builder.read_titles(os.path.join(ws.index, index_lib.TITLES_FILENAME))
+    # One KB version throughout (retrieval.kb_versions); an updated KB keeps its aliases
+    # (redirects.tsv, alias_counts.tsv) beside its index, else they are the extraction's.
+    index_dir = kb_versions.resolve_index_dir(ws.index)
+    self.titles = index_builder.read_titles(os.path.join(index_dir, index_lib.TITLES_FILENAME))
     self.index = index_lib.load_index(
-        ws.index, index_kind,
+        index_dir, index_kind,
         expected_model_fingerprint=manifest["model_fingerprint"],
         expected_dim=manifest["encoding_dim"])
     self.mention_encoder = savedmodel.load_encoder(
         os.path.join(ws.export, savedmodel.MENTION_ENCODER_DIR))
-    redirects_path = os.path.join(ws.extract, schema.REDIRECTS_FILE)
+    redirects_path = kb_versions.kb_file(index_dir, schema.REDIRECTS_FILE, ws.extract)
     self.redirects = baselines.load_redirects(redirects_path)
     self.alias_table = baselines.AliasTable.from_tsv(
-        os.path.join(ws.extract, schema.ALIAS_COUNTS_FILE), redirects_path)
+        kb_versions.kb_file(index_dir, schema.ALIAS_COUNTS_FILE, ws.extract), redirects_path)
     self.kb_titles = set(self.titles)
     self.title_aliases = baselines.TitleAliases(self.kb_titles, self.redirects)
     # BM25 over every title is the slowest baseline to build (minutes at 5.9M titles).

@@ -1139,7 +1139,8 @@ class NameRowsIndex:
 
   Attributes:
     index: the EntityIndex over all rows (its `num_entities` is the number of rows).
-    row_entities: int32 `[rows]`, the entity id of every row (row_entities[:n] = 0..n-1).
+    row_entities: int32 `[rows]`, the entity id of every row (row_entities[:n] = 0..n-1 as
+      built; any order after a KB update).
     num_entities: n, entities (distinct ids).
     num_rows: rows of the underlying index.
   Other attributes (kind, effective_kind, dim, config, model_fingerprint, ...) are the
@@ -1193,8 +1194,11 @@ class NameRowsIndex:
 
 
 def check_row_entities(row_entities: np.ndarray) -> int:
-  """Checks a row -> entity map (rows 0..n-1 are entities 0..n-1, later rows name one of
-  them) and returns n.
+  """Checks a row -> entity map (every row names an entity id in 0..n-1 and every entity has
+  at least one row) and returns n.
+
+  A built index has rows 0..n-1 for entities 0..n-1 and their name rows after them; a KB
+  updated by retrieval.kb_update has its rows in any order (rows are swap-removed and appended).
 
   Raises:
     ValueError: the map is not of that form.
@@ -1202,10 +1206,12 @@ def check_row_entities(row_entities: np.ndarray) -> int:
   if row_entities.size == 0:
     return 0
   n = int(row_entities.max()) + 1
-  if (row_entities.shape[0] < n or row_entities.min() < 0
-      or not np.array_equal(row_entities[:n], np.arange(n))):
-    raise ValueError(f"row_entities must start with 0..n-1 (one row per entity) and map every "
-                     f"later row to one of them; got {row_entities.shape[0]} rows, max {n - 1}.")
+  if row_entities.min() < 0 or np.bincount(row_entities, minlength=n).min() == 0:
+    missing = (np.flatnonzero(np.bincount(row_entities[row_entities >= 0], minlength=n) == 0)
+               if row_entities.min() >= 0 else [])
+    raise ValueError(f"row_entities must map every row to an entity id in 0..n-1 and give "
+                     f"every entity a row; got {row_entities.shape[0]} rows, max {n - 1}, min "
+                     f"{int(row_entities.min())}, entities without a row {list(missing[:5])}.")
   return n
 
 

@@ -31,6 +31,7 @@ import numpy as np
 
 from dense_entity.kb import mention_features as mention_features_lib
 from dense_entity.kb import schema
+from dense_entity.retrieval import kb_versions
 from dense_entity.retrieval import nil as nil_lib
 
 # A (text, span start, span end) mention, or the four mention features.
@@ -253,7 +254,9 @@ def _resolve_paths(path: str, index_dir: Optional[str]) -> Tuple[str, str]:
     raise FileNotFoundError(
         f"{path} is neither a workspace (no export/{savedmodel.MANIFEST_FILE}) nor an export "
         f"directory (no {savedmodel.MANIFEST_FILE}); run the export stage first")
-  return export_dir, index_dir or default_index
+  # Resolved once: a KB update (retrieval.kb_versions) that switches WS/index while the
+  # retriever loads cannot mix two KB versions.
+  return export_dir, kb_versions.resolve_index_dir(index_dir or default_index)
 
 
 class EntityRetriever:
@@ -267,6 +270,7 @@ class EntityRetriever:
     index: the export.index.EntityIndex searched.
     index_kind: the index kind requested ('brute_force', 'ah' or 'ah_tree').
     model_fingerprint: fingerprint of the exported model (the index was built from it).
+    kb_version: the KB version loaded (retrieval.kb_versions; 0 for an index never updated).
     export_dir, index_dir: where the encoder and the index were loaded from.
     nil_calibrator: the retrieval.nil.NilCalibrator `link` applies, or None (no NIL answers).
   """
@@ -290,6 +294,8 @@ class EntityRetriever:
                        f"{nil_calibrator.model_fingerprint!r}, the retriever's model is "
                        f"{model_fingerprint!r}; refit it")
     self.nil_calibrator = nil_calibrator
+    kb_manifest = kb_versions.read_manifest(index_dir) if index_dir else None
+    self.kb_version = kb_manifest["kb_version"] if kb_manifest else 0
 
   @classmethod
   def load(cls, path: str, index_kind: str = "brute_force",
@@ -301,6 +307,8 @@ class EntityRetriever:
     - a workspace root WS (WORKSPACE.md): the encoder from WS/export, the index from WS/index;
     - an export directory (holding export_manifest.json): the index from the directory `index`
       beside it (EXPORT/../index), unless `index_dir` is given.
+    The index directory is resolved once (a KB version of `dense-entity kb`), so a KB update
+    published meanwhile is seen entirely or not at all.
 
     Args:
       path: workspace root or export directory.

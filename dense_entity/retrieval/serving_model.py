@@ -65,6 +65,7 @@ from dense_entity.common import fileio
 from dense_entity.kb import schema
 from dense_entity.retrieval import index_builder
 from dense_entity.retrieval import index as index_lib
+from dense_entity.retrieval import kb_versions
 from dense_entity.retrieval import nil as nil_lib
 from dense_entity.serving import savedmodel
 
@@ -297,6 +298,7 @@ def export_serving_model(export_dir: str, index_dir: str, output_dir: Optional[s
   manifest = savedmodel.read_manifest(export_dir)
   fingerprint, dim = manifest["model_fingerprint"], int(manifest["encoding_dim"])
   calibrator = nil_lib.find_calibrator(export_dir, nil_calibrator, fingerprint)
+  index_dir = kb_versions.resolve_index_dir(index_dir)  # one KB version throughout
   titles_path = os.path.join(index_dir, index_lib.TITLES_FILENAME)
   if not os.path.isfile(titles_path):
     raise FileNotFoundError(f"{titles_path} is missing; run export.encode_entities")

@@ -32,12 +32,14 @@ def _entity_example(title, text, categories, aliases=()):
 
 
 def build_tiny_workspace(root, kinds=("brute_force",), extra_entities=0, seed=3,
-                         context_match_dim=0):
+                         context_match_dim=0, name_match_weight=0.0):
   """Writes WS/extract (tests.testutil's tiny extraction, plus `extra_entities` synthetic
   entities; every tenth has two more names, 'Hamlet i' and 'Old Place i', which get name rows,
   and two that do not: its title in lower case and a repeat), exports a randomly initialised tiny model to WS/export and indexes the KB in
   WS/index. No training: equality checks need only fixed weights. With `context_match_dim`
   the model has the lexical channel, its IDF weights set from the KB as training sets them.
+  With `name_match_weight` the model has the lexical name channel (64 wide, flat IDF) with that
+  weight, so that a mention spelled as an entity's title scores it high without training.
   Returns the root (str)."""
   root = str(root)
   extract = os.path.join(root, "extract")
@@ -53,7 +55,11 @@ def build_tiny_workspace(root, kinds=("brute_force",), extra_entities=0, seed=3,
   tf.keras.utils.set_random_seed(seed)
   model_config = config.get_preset("tiny").model
   model_config.context_match_dim = context_match_dim
+  if name_match_weight:
+    model_config.name_match_dim, model_config.name_match_weight = 64, name_match_weight
   model = models.DualEncoder(model_config, ["ore", "lake", "river"])
+  if name_match_weight:
+    model.name_match.set_document_frequencies(np.ones(model.text_featurizer.num_rows), 3)
   if context_match_dim:
     model.context_match.set_document_frequencies(*trainer.document_frequencies(
         model.text_featurizer, records.record_files(extract, schema.ENTITIES_PREFIX)))
