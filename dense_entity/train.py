@@ -38,6 +38,9 @@ flags.DEFINE_integer("train_steps", None, "Override the preset's train_steps.")
 flags.DEFINE_integer("batch_size", None, "Override the preset's global batch size.")
 flags.DEFINE_float("learning_rate", None, "Override the preset's learning rate.")
 flags.DEFINE_integer("eval_every", None, "Override steps between evaluations/checkpoints.")
+flags.DEFINE_bool("logq_correction", None, "Subtract log q(entity) from the in-batch logits, "
+                  "q the entity's share of the training golds (sampling-bias correction; "
+                  "TrainConfig.logq_correction).")
 flags.DEFINE_bool("share_span_title_encoder", None, "One encoder for span and title.")
 flags.DEFINE_bool("char_ngrams", None, "Character trigrams in the span and title bags.")
 flags.DEFINE_bool("zero_init_buckets", None, "Hash-bucket rows start at zero (untouched ones "
@@ -72,7 +75,7 @@ flags.DEFINE_string("hard_negatives", None, "Directory of a mining round's outpu
 MODEL_FLAGS = ("share_span_title_encoder", "char_ngrams", "zero_init_buckets",
                "context_match_dim", "context_match_weight", "name_match_dim",
                "name_match_weight", "name_match_alias_weight")
-TRAIN_FLAGS = ("train_steps", "batch_size", "learning_rate", "eval_every")
+TRAIN_FLAGS = ("train_steps", "batch_size", "learning_rate", "eval_every", "logq_correction")
 
 
 def config_from_flags() -> config_lib.ExperimentConfig:

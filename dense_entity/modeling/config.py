@@ -84,6 +84,10 @@ class TrainConfig:
     eval_batches: held-out batches used for in-batch recall@1.
     shuffle_buffer: examples in the tf.data shuffle buffer (0: no shuffling, file order).
     seed: seed of initialisation and shuffling.
+    logq_correction: subtract log q(e) from every in-batch logit of the softmax task, q(e) the
+      probability that a training example's gold is e (sampling-bias correction, Yi et al.,
+      RecSys 2019; not in the paper): in-batch negatives are drawn in proportion to how often
+      an entity is a gold, so without it frequent entities are pushed away from every mention.
   """
   batch_size: int = 100
   optimizer: str = "sgd"
@@ -94,6 +98,7 @@ class TrainConfig:
   eval_batches: int = 20
   shuffle_buffer: int = 100_000
   seed: int = 1
+  logq_correction: bool = False
 
 
 @dataclasses.dataclass

@@ -37,7 +37,8 @@ DEFAULT_PRESET = "small"
 # Training settings a resumed run may change; the optimizer (its slot variables are in the
 # checkpoint) may not.
 CHANGEABLE_TRAIN_SETTINGS = ("batch_size", "learning_rate", "momentum", "train_steps",
-                             "eval_every", "eval_batches", "shuffle_buffer", "seed")
+                             "eval_every", "eval_batches", "shuffle_buffer", "seed",
+                             "logq_correction")
 _RECORD_PREFIXES = (schema.ENTITIES_PREFIX, schema.TRAIN_MENTIONS_PREFIX,
                     schema.HELDOUT_MENTIONS_PREFIX)
 

@@ -79,12 +79,18 @@ class TrainSteps:
     self.train_config = train_config
     self.step = step
     self.pair_batch_size = 0
+    # Optional (table: int64 gold fingerprint -> float32 log q, default log q) of the
+    # sampling-bias correction (TrainConfig.logq_correction); set by the Trainer.
+    self.log_q = None
 
-  def replica_logits(self, batch):
+  def replica_logits(self, batch, correct: bool = False):
     """Scores this replica's mentions against every entity of the global batch.
 
     Args:
       batch: this replica's mention records (records.mention_dataset), `[b]` each.
+      correct: subtract log q of each column's entity (`log_q`, when set): the softmax task's
+        sampling-bias correction (Yi et al., RecSys 2019, eq. 3). Training only; evaluation
+        scores as retrieval does.
 
     Returns:
       (logits `[b, global_batch]`, labels int32 `[b]` (each mention's own column),
@@ -96,14 +102,21 @@ class TrainSteps:
     entities = self.model.entity_encoder(records.entity_features(batch))
     # Collectives do not carry strings: entity ids travel as 63-bit fingerprints (only used to
     # mask duplicates; a collision between two titles has probability ~ batch^2 / 2^63).
-    gold = tf.strings.to_hash_bucket_fast(batch[schema.ENTITY_TITLE], (1 << 63) - 1)
+    gold = self.gold_fingerprints(batch[schema.ENTITY_TITLE])
     all_entities = ctx.all_gather(entities, axis=0)
     all_gold = ctx.all_gather(gold, axis=0)
     offset = ctx.replica_id_in_sync_group * tf.shape(gold)[0]
     mask = tasks.duplicate_entity_mask(gold, all_gold, offset)
     logits = tasks.in_batch_logits(mentions, all_entities, self.model.scale, mask)
+    if correct and self.log_q is not None:
+      logits -= self.log_q.lookup(all_gold)[tf.newaxis, :]
     labels = tf.range(tf.shape(gold)[0]) + offset
     return logits, labels, mentions, entities, mask
+
+  @staticmethod
+  def gold_fingerprints(titles: tf.Tensor) -> tf.Tensor:
+    """The int64 ids replica_logits gives gold entities (63-bit title fingerprints)."""
+    return tf.strings.to_hash_bucket_fast(titles, (1 << 63) - 1)
 
   def train_step(self, batch, pairs=None):
     """One step of the softmax task, plus the logistic task when hard negative `pairs` are
@@ -116,7 +129,7 @@ class TrainSteps:
     """
     global_batch = self.train_config.batch_size
     with tf.GradientTape() as tape:
-      logits, labels, mentions, entities, _ = self.replica_logits(batch)
+      logits, labels, mentions, entities, _ = self.replica_logits(batch, correct=True)
       loss = tf.reduce_sum(tasks.in_batch_softmax_loss(logits, labels)) / global_batch
       if pairs is not None:
         m = self.model

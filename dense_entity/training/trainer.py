@@ -285,6 +285,41 @@ class Trainer:
 
     return self.strategy.distribute_datasets_from_function(dataset_fn)
 
+  def gold_probabilities(self) -> Dict[int, float]:
+    """q(e): the probability that a training example's gold is entity e, over the sources as
+    training draws them (the extraction's mentions and each labeled split at its fraction);
+    keyed by TrainSteps.gold_fingerprints. Sums to 1."""
+    def counts(titles) -> Tuple[np.ndarray, np.ndarray]:
+      ids = steps_lib.TrainSteps.gold_fingerprints(tf.constant(titles, tf.string)).numpy()
+      return np.unique(ids, return_counts=True)
+
+    spec = {schema.ENTITY_TITLE: tf.io.FixedLenFeature([], tf.string)}
+    wiki = []
+    for batch in tf.data.TFRecordDataset(self.train_files).batch(8192):
+      wiki.extend(tf.io.parse_example(batch, spec)[schema.ENTITY_TITLE].numpy().tolist())
+    sources = [(wiki, 1.0 - sum(f for _, f in self.labeled_sources.values()))]
+    sources += [(split[schema.ENTITY_TITLE], f) for split, f in self.labeled_sources.values()]
+    q: Dict[int, float] = {}
+    for titles, weight in sources:
+      if weight <= 0 or not titles:
+        continue
+      ids, n = counts(titles)
+      for i, c in zip(ids.tolist(), (weight * n / n.sum()).tolist()):
+        q[i] = q.get(i, 0.0) + c
+    return q
+
+  def _log_q_table(self) -> tf.lookup.StaticHashTable:
+    """log q(e) by gold fingerprint (gold_probabilities); entities absent from every source
+    (none can be a column of a batch) get the smallest log q."""
+    q = self.gold_probabilities()
+    keys = np.fromiter(q.keys(), np.int64, len(q))
+    log_q = np.log(np.fromiter(q.values(), np.float64, len(q))).astype(np.float32)
+    logging.info("log q correction: %d gold entities, log q from %.2f to %.2f", len(q),
+                 float(log_q.min()), float(log_q.max()))
+    return tf.lookup.StaticHashTable(
+        tf.lookup.KeyValueTensorInitializer(tf.constant(keys), tf.constant(log_q)),
+        default_value=float(log_q.min()))
+
   def train(self, progress: Optional[Callable[[int, dict], None]] = None) -> dict:
     """Trains until `train_steps`; returns the last metrics (loss, recalls, examples/s)."""
     tc = self.cfg.train
@@ -295,6 +330,8 @@ class Trainer:
       return metrics
 
     if self._train_fn is None:
+      if tc.logq_correction:
+        self._steps.log_q = self._log_q_table()
       self._train_fn = tf.function(self._steps.train_steps)
       self._train_iterator = iter(self._train_dataset())
       self._pair_iterator = None
