@@ -42,14 +42,7 @@ TITLE_ALIAS_COUNT = 1
 # Han ideograph is one token and each run of Hiragana or of Katakana is one, so a Japanese title
 # without spaces ('日本語') is not one opaque token. Text without CJK or combining marks
 # (English, Cyrillic, precomposed Greek and Latin) gives exactly the tokens of plain \w+.
-_MARKS = script_ranges.PY_MARKS + script_ranges.ZERO_WIDTH_JOINERS
-_HIRAGANA = script_ranges.py_class(script_ranges.CJK_HIRAGANA)
-_KATAKANA = script_ranges.py_class(script_ranges.CJK_KATAKANA)
-_WORD = re.compile(
-    f"[{script_ranges.py_class(script_ranges.CJK_HAN)}][{_MARKS}]*"
-    f"|[{_HIRAGANA}][{_HIRAGANA}{_MARKS}]*"
-    f"|[{_KATAKANA}][{_KATAKANA}{_MARKS}]*"
-    f"|(?:[^\\W{script_ranges.py_class(script_ranges.CJK_ALL)}]|[{_MARKS}])+")
+_WORD = re.compile(script_ranges.py_word_pattern())
 
 
 def _parse_count(value: str, where: str) -> int:

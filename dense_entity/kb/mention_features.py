@@ -26,16 +26,8 @@ from dense_entity.kb import script_ranges
 # Combining marks and ZWJ/ZWNJ are part of a word: an Indic word ('খ্রিষ্টাব্দে', 'भरण्यासाठी')
 # is one token, never cut after a base letter. Text without CJK, combining marks or ZWJ/ZWNJ
 # (English, Cyrillic, precomposed Greek and Latin) gives the same tokens as before.
-_MARKS = script_ranges.PY_MARKS + script_ranges.ZERO_WIDTH_JOINERS
-_HAN = script_ranges.py_class(script_ranges.CJK_HAN)
-_HIRAGANA = script_ranges.py_class(script_ranges.CJK_HIRAGANA)
-_KATAKANA = script_ranges.py_class(script_ranges.CJK_KATAKANA)
-_TOKEN = re.compile(
-    f"[{_HAN}][{_MARKS}]*"
-    f"|[{_HIRAGANA}][{_HIRAGANA}{_MARKS}]*"
-    f"|[{_KATAKANA}][{_KATAKANA}{_MARKS}]*"
-    f"|(?:[^\\W_{script_ranges.py_class(script_ranges.CJK_ALL)}]|[{_MARKS}])+"
-    r"|[^\w\s]|_")
+# '_' is a token of its own here (as in the graph), not part of a word.
+_TOKEN = re.compile(script_ranges.py_word_pattern("_") + r"|[^\w\s]|_")
 _SPACE = re.compile(r"\s+")
 
 

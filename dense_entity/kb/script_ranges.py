@@ -63,3 +63,17 @@ def _mark_ranges() -> List[Tuple[int, int]]:
 
 # Python `re` has no \pM: the combining marks, as a class body (about 50 ms at import).
 PY_MARKS = py_class(_mark_ranges())
+
+
+def py_word_pattern(not_in_words: str = "") -> str:
+  """Python `re` alternatives for one word token in any script: a Han ideograph, a run of
+  Hiragana, a run of Katakana (each with their combining marks), or a run of other word
+  characters (\\w, less `not_in_words` and CJK) with combining marks and ZWJ/ZWNJ inside it, so
+  an Indic word is never cut after a base letter. Text without CJK or marks: the runs of \\w+
+  (less `not_in_words`). Shared by the mention contexts and BM25 (the featurizer's units)."""
+  marks = PY_MARKS + ZERO_WIDTH_JOINERS
+  hiragana, katakana = py_class(CJK_HIRAGANA), py_class(CJK_KATAKANA)
+  return (f"[{py_class(CJK_HAN)}][{marks}]*"
+          f"|[{hiragana}][{hiragana}{marks}]*"
+          f"|[{katakana}][{katakana}{marks}]*"
+          f"|(?:[^\\W{not_in_words}{py_class(CJK_ALL)}]|[{marks}])+")
