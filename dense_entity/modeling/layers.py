@@ -263,16 +263,9 @@ class ContextMatchEncoder(keras.layers.Layer):
     self.term_weights = self.add_weight(name="term_weights", shape=(self.rows,),
                                         initializer="zeros", trainable=False)
 
-  def call(self, unigram_ids, tokens, num_rows=None):
-    """`num_rows` (optional): ragged row r adds to output row r mod num_rows, so the parts of
-    one example featurized as rows r, r + num_rows, ... (a title and a text) make one bag, as if
-    their tokens were concatenated; the output is then `[num_rows, dim]`."""
-    rows = value_rowids(unigram_ids)
-    nrows = tf.cast(unigram_ids.nrows(), tf.int64)
-    if num_rows is not None:
-      nrows = tf.cast(num_rows, tf.int64)
-      rows = rows % tf.maximum(nrows, 1)
-    return self.encode(unigram_ids.flat_values, tokens.flat_values, rows, nrows)
+  def call(self, unigram_ids, tokens):
+    return self.encode(unigram_ids.flat_values, tokens.flat_values, value_rowids(unigram_ids),
+                       tf.cast(unigram_ids.nrows(), tf.int64))
 
   def encode(self, unigram_ids, tokens, rows, num_rows):
     """`call` on flat tokens: unigram_ids int `[n]`, tokens tf.string `[n]`, rows int64 `[n]`

@@ -103,9 +103,6 @@ class MentionEncoder(keras.layers.Layer):
     self.right_encoder = layers.BagOfNgramsEncoder(embedding, c.hidden_dim, name="encode_right")
     self.sentence_encoder = layers.BagOfNgramsEncoder(embedding, c.hidden_dim,
                                                       name="encode_sentence")
-    self.feature_encoders = {
-        schema.MENTION_SPAN: self.span_encoder, schema.MENTION_LEFT: self.left_encoder,
-        schema.MENTION_RIGHT: self.right_encoder, schema.MENTION_SENTENCE: self.sentence_encoder}
     self.context_encoder = layers.CompoundEncoder(c.hidden_dim, c.hidden_dim, name="context")
     self.mention_encoder = layers.CompoundEncoder(c.hidden_dim, c.encoding_dim, name="mention")
     self.char_ngrams = c.char_ngrams
@@ -113,9 +110,6 @@ class MentionEncoder(keras.layers.Layer):
   def build(self, input_shape):
     # Raw strings give no shapes to build sublayers from: each builds on its first call.
     del input_shape
-
-  def encode_feature(self, name, texts):
-    return self.feature_encoders[name](self.text_featurizer(texts))
 
   def call(self, features: Dict[str, tf.Tensor]) -> tf.Tensor:
     # All four features in one pass (issue 17: per-op overhead dominated calls of a few
