@@ -431,7 +431,7 @@ def _check_k(k: Any) -> int:
   return int(k)
 
 
-def _dir_files(directory: str) -> Dict[str, int]:
+def dir_files(directory: str) -> Dict[str, int]:
   """Returns {relative path: size in bytes} for every file under `directory`."""
   files = {}
   for root, _, names in os.walk(directory):
@@ -751,7 +751,7 @@ class EntityIndex:
     tmp_dir = tempfile.mkdtemp(dir=parent, prefix=f".{os.path.basename(directory)}.tmp-")
     try:
       self._write_files(tmp_dir)
-      manifest = self.manifest(_dir_files(tmp_dir))
+      manifest = self.manifest(dir_files(tmp_dir))
       with open(os.path.join(tmp_dir, MANIFEST_FILENAME), "w", encoding="utf-8") as f:
         json.dump(manifest, f, indent=2, sort_keys=True)
         f.write("\n")

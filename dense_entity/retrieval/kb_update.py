@@ -275,20 +275,11 @@ def _rewrite_rows(source: str, target: str, kept_rows: np.ndarray, new_rows: np.
   del out, old
 
 
-def _files(directory: str) -> Dict[str, int]:
-  out = {}
-  for root, _, names in os.walk(directory):
-    for name in names:
-      path = os.path.join(root, name)
-      if name != index_lib.MANIFEST_FILENAME:
-        out[os.path.relpath(path, directory)] = os.path.getsize(path)
-  return out
-
-
 def _write_index_manifest(manifest: Dict[str, Any], directory: str, num_rows: int,
                           update: Dict[str, Any]) -> None:
-  manifest = dict(manifest, num_entities=int(num_rows), files=_files(directory),
-                  kb_update=update)
+  files = {path: size for path, size in index_lib.dir_files(directory).items()
+           if path != index_lib.MANIFEST_FILENAME}
+  manifest = dict(manifest, num_entities=int(num_rows), files=files, kb_update=update)
   fileio.write_text_atomically(os.path.join(directory, index_lib.MANIFEST_FILENAME),
                                json.dumps(manifest, indent=2, sort_keys=True) + "\n")
 
@@ -581,11 +572,11 @@ def _stage(current, staging, workspace, operation, records, plan, new_rows, kind
   indexes = {}
   for kind in sorted(kinds, key=lambda k: k != index_lib.BRUTE_FORCE):  # brute force first
     retrain_from, reason = None, None
-    scann = _read_json(os.path.join(current, kind, index_lib.MANIFEST_FILENAME))[
-        "effective_kind"] != index_lib.BRUTE_FORCE
+    built = _read_json(os.path.join(current, kind, index_lib.MANIFEST_FILENAME))
+    scann = built["effective_kind"] != index_lib.BRUTE_FORCE
     if operation == REBALANCE and scann:
       retrain_from, reason = _rows_file(staging), "rebalance"
-    elif scann and plan.delete_positions and _has_soar(os.path.join(current, kind)):
+    elif scann and plan.delete_positions and _has_soar(built):
       retrain_from = _rows_file(staging)
       reason = ("rows removed from an AH+tree index with SOAR spilling: scann 1.4.2's delete "
                 "corrupts memory there (free(): invalid pointer), so the index is rebuilt")
@@ -656,9 +647,8 @@ def _rows_file(staging: str) -> str:
                           f"{entity_encodings.ENCODINGS_FILE}: nothing to build ScaNN from")
 
 
-def _has_soar(index_dir: str) -> bool:
-  """Whether a saved index is an AH+tree one with SOAR spilling."""
-  manifest = _read_json(os.path.join(index_dir, index_lib.MANIFEST_FILENAME))
+def _has_soar(manifest: Dict[str, Any]) -> bool:
+  """Whether a saved index (its index_manifest.json) is an AH+tree one with SOAR spilling."""
   return (manifest["effective_kind"] == index_lib.AH_TREE
           and manifest["parameters"].get("soar_lambda") is not None)
 
