@@ -32,10 +32,10 @@ def _heldout_skipped(report: dict) -> list:
   return [f"held-out mentions: skipped ({reason})"] if reason else []
 
 
-def systems_of(section: dict) -> list:
-  """The systems a report section holds, in SYSTEMS order (an evaluation may score a subset,
-  e.g. DEER alone)."""
-  return [system for system in SYSTEMS if system in section["systems"]]
+def systems_of(scores: dict) -> list:
+  """The systems of a {system: ...} mapping of the report, in SYSTEMS order (an evaluation may
+  score a subset, e.g. DEER alone)."""
+  return [system for system in SYSTEMS if system in scores]
 
 
 def format_markdown(report: dict) -> str:
@@ -51,7 +51,7 @@ def format_markdown(report: dict) -> str:
               "(not scored). In-KB recall (overall recall in parentheses).", "",
               "| system | " + " | ".join(f"R@{k}" for k in KS) + " |",
               "|---|" + "---|" * len(KS)]
-    for system in systems_of(section):
+    for system in systems_of(section["systems"]):
       s = section["systems"][system]
       lines.append(f"| {system} | " + " | ".join(
           f"{_in_kb_recall(section, s, k)} ({s[f'overall_recall@{k}']:.3f})" for k in KS)
@@ -65,9 +65,7 @@ def format_markdown(report: dict) -> str:
                 "| system | " + " | ".join(f"seen R@{k}" for k in KS) + " | "
                 + " | ".join(f"unseen R@{k}" for k in KS) + " |",
                 "|---|" + "---|" * (2 * len(KS))]
-      for system in SYSTEMS:
-        if system not in split["seen"]:
-          continue
+      for system in systems_of(split["seen"]):
         lines.append(f"| {system} | " + " | ".join(
             f"{split[part][system][f'recall@{k}']:.3f}" for part in ("seen", "unseen")
             for k in KS) + " |")
@@ -135,7 +133,7 @@ def plot_recall_curves(report: dict, path: str):
   fig, axes = plt.subplots(1, len(names), figsize=(5 * len(names), 4), squeeze=False)
   for ax, name in zip(axes[0], names):
     section = report["datasets"][name]
-    for system in systems_of(section):
+    for system in systems_of(section["systems"]):
       curve = section["recall_curves"][system]
       ax.plot(range(1, len(curve) + 1), curve, label=system)
     ax.set_xscale("log")
@@ -183,7 +181,7 @@ def format_table(report: dict) -> str:
                  f"entities, {section['num_gold_missing_from_kb']} missing, "
                  f"{section['num_nil']} NIL); in-KB recall")
     lines.append(f"  {'system':<10}" + "".join(f"{'R@' + str(k):>9}" for k in KS))
-    for system in systems_of(section):
+    for system in systems_of(section["systems"]):
       s = section["systems"][system]
       lines.append(f"  {system:<10}" + "".join(f"{_in_kb_recall(section, s, k):>9}"
                                                for k in KS))
