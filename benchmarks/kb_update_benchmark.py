@@ -34,14 +34,10 @@ import time
 from absl import flags
 import numpy as np
 
+from benchmarks.ann_benchmark import recall_at_k
 from dense_entity.common import entry
 
 FLAGS = flags.FLAGS
-
-
-def _recall(ids: np.ndarray, exact: np.ndarray) -> float:
-  """Mean |ids ∩ exact| / k over queries; both int [queries, k]."""
-  return float(np.mean([len(set(a) & set(b)) / len(b) for a, b in zip(ids, exact)]))
 
 
 def _clusters(x: np.ndarray, fraction: float, rng) -> np.ndarray:
@@ -85,13 +81,12 @@ def compare(ws: str, other: str, extract_dir: str, kinds, max_queries: int) -> N
     t0 = time.perf_counter()
     ids = index.search(q, 100)[0]
     seconds = time.perf_counter() - t0
-    found = [[titles[i] for i in row] for row in ids]
+    found = np.asarray([[titles[i] for i in row] for row in ids], dtype=object)
     del index, titles
     gc.collect()
     if exact is None:
       exact = found
-    r10 = np.mean([len(set(a[:10]) & set(b[:10])) / 10 for a, b in zip(found, exact)])
-    r100 = np.mean([len(set(a) & set(b)) / 100 for a, b in zip(found, exact)])
+    r10, r100 = recall_at_k(found[:, :10], exact[:, :10]), recall_at_k(found, exact)
     g1 = np.mean([g == row[0] for g, row in zip(gold, found)])
     g100 = np.mean([g in row for g, row in zip(gold, found)])
     print(f"{name:<40} {r10:>13.3f} {r100:>14.3f} {g1:>8.3f} {g100:>10.3f} {seconds:>8.1f}",
@@ -139,8 +134,8 @@ def main(argv):
     order = np.concatenate([rows_built, rows_upserted]).astype(np.int64)
     ids = order[index.search(q, 100)[0]]
     stats = index.searcher.searcher.get_health_stats()
-    print(f"{name:<28} {fraction:>5.2f} {_recall(ids[:, :10], exact[:, :10]):>6.3f} "
-          f"{_recall(ids, exact):>6.3f} "
+    print(f"{name:<28} {fraction:>5.2f} {recall_at_k(ids[:, :10], exact[:, :10]):>6.3f} "
+          f"{recall_at_k(ids, exact):>6.3f} "
           f"{stats.get('partition_weighted_avg_relative_imbalance', float('nan')):>9.3f} "
           f"{build_s:>8.1f} {upsert_s:>8.2f}", flush=True)
 
