@@ -22,6 +22,8 @@ def _demo(args):
                 context_match_weight=args.context_match_weight,
                 char_ngrams=args.char_ngrams or None, name_match_dim=args.name_match_dim,
                 name_match_weight=args.name_match_weight,
+                logq_correction=args.logq_correction, link_sources=args.link_sources,
+                max_heldout_mentions=args.max_heldout_mentions,
                 index_kinds=_index_kinds(args.index_kinds))
 
 
@@ -215,6 +217,16 @@ def build_parser() -> argparse.ArgumentParser:
                     "vs the entity's title and aliases (not in the paper; 0: none)")
   demo.add_argument("--name_match_weight", type=float,
                     help="mixing weight of the name channel, in (0, 1)")
+  demo.add_argument("--logq_correction", action=argparse.BooleanOptionalAction, default=None,
+                    help="subtract log q(entity) from the in-batch logits (sampling-bias "
+                    "correction; not in the paper; see README 'All of Wikipedia')")
+  demo.add_argument("--link_sources",
+                    help="comma-separated link sources whose mentions are trained on (prose, "
+                    "table, template, caption, gallery; default all); e.g. "
+                    "prose,template,caption,gallery leaves out table cells")
+  demo.add_argument("--max_heldout_mentions", type=int, default=0,
+                    help="evaluate a fixed uniform sample of this many held-out mentions "
+                    "(0: all; large inputs hold tens of thousands)")
   demo.add_argument("--index_kinds", default="brute_force,ah,ah_tree",
                     help="indexes built after the last round, comma-separated (brute_force, "
                     "used by the evaluation, is required); e.g. brute_force,ah_tree for all of "

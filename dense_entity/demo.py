@@ -261,6 +261,8 @@ class TrainRound0(Stage):
   context_match_weight: Optional[float]
   # Other config.ModelConfig fields set over the preset's (None or absent: not given).
   model_overrides: dict = dataclasses.field(default_factory=dict)
+  # config.TrainConfig fields set over the preset's (logq_correction, link_sources).
+  train_overrides: dict = dataclasses.field(default_factory=dict)
   timing = "train"
 
   @property
@@ -283,7 +285,8 @@ class TrainRound0(Stage):
                         "context_match_dim": self.context_match_dim,
                         "context_match_weight": self.context_match_weight,
                         **self.model_overrides},
-        train_settings={"train_steps": self.train_steps}, glove=self.glove)
+        train_settings={"train_steps": self.train_steps, **self.train_overrides},
+        glove=self.glove)
     trainer = trainer_lib.Trainer(cfg, state.ws.extract, state.ws.model)
     total = trainer.cfg.train.train_steps
     with tqdm(total=total, initial=min(int(trainer.step.numpy()), total), unit="step",
@@ -391,6 +394,7 @@ class Evaluate(Stage):
   `datasets`); adds the round's figures to WS/reports/rounds.json. Always redone."""
   mining_round: int
   datasets: Sequence[str]
+  max_heldout_mentions: int = 0  # 0: all; else a fixed uniform sample (read_heldout_mentions)
   timing = "evaluate"
 
   @property
@@ -405,7 +409,8 @@ class Evaluate(Stage):
 
   def run(self, state):
     from dense_entity.evaluation import evaluator  # pylint: disable=g-import-not-at-top
-    report = evaluator.evaluate_workspace(state.ws.root, self.datasets)
+    report = evaluator.evaluate_workspace(state.ws.root, self.datasets,
+                                          max_mentions=self.max_heldout_mentions)
     state.report = report
     deer = report["systems"]["DEER"]
     figures = {"round": self.mining_round, "step": int(state.trainer.step.numpy()),
@@ -441,12 +446,13 @@ class Round(Stage):
 
   @classmethod
   def make(cls, mining_round: int, mining_rounds: int, steps_per_round: int,
-           index_kinds: Sequence[str], datasets: Sequence[str]) -> "Round":
+           index_kinds: Sequence[str], datasets: Sequence[str],
+           max_heldout_mentions: int = 0) -> "Round":
     """Round `mining_round` of 0..mining_rounds: brute force only and no datasets but last."""
     last = mining_round == mining_rounds
     stages = [MineAndTrain(mining_round, mining_rounds, steps_per_round)] if mining_round else []
     stages += [ExportAndIndex(mining_round, index_kinds if last else ("brute_force",)),
-               Evaluate(mining_round, datasets if last else ())]
+               Evaluate(mining_round, datasets if last else (), max_heldout_mentions)]
     return cls(mining_round, last, steps_per_round, stages)
 
   def target_step(self, state) -> int:
@@ -544,7 +550,9 @@ def run_demo(workspace: str, inputs: Optional[Sequence[str]] = None,
              context_match_dim: Optional[int] = None,
              context_match_weight: Optional[float] = None,
              char_ngrams: Optional[bool] = None, name_match_dim: Optional[int] = None,
-             name_match_weight: Optional[float] = None) -> dict:
+             name_match_weight: Optional[float] = None,
+             logq_correction: Optional[bool] = None, link_sources: Optional[str] = None,
+             max_heldout_mentions: int = 0) -> dict:
   """Runs extract, train, export, encode + index, evaluate into `workspace`.
 
   The stages, in order: Extract, TrainRound0, one Round per mining round 0..mining_rounds
@@ -576,6 +584,10 @@ def run_demo(workspace: str, inputs: Optional[Sequence[str]] = None,
       (config.ModelConfig); the preset's values when None.
     char_ngrams, name_match_dim, name_match_weight: character trigrams of names and the
       lexical name channel (config.ModelConfig); the preset's values when None.
+    logq_correction, link_sources: the sampling-bias correction and the link sources trained
+      on (config.TrainConfig); the preset's (or the checkpoint's) when None.
+    max_heldout_mentions: evaluate a fixed uniform sample of this many held-out mentions
+      (evaluator.read_heldout_mentions; 0: all of them).
 
   Returns:
     The evaluation report (also in WS/reports/eval.json).
@@ -599,8 +611,12 @@ def run_demo(workspace: str, inputs: Optional[Sequence[str]] = None,
                   {name: value for name, value in (("char_ngrams", char_ngrams),
                                                    ("name_match_dim", name_match_dim),
                                                    ("name_match_weight", name_match_weight))
+                   if value is not None},
+                  {name: value for name, value in (("logq_correction", logq_correction),
+                                                   ("link_sources", link_sources))
                    if value is not None}),
-      *(Round.make(r, mining_rounds, steps_per_round, index_kinds, datasets)
+      *(Round.make(r, mining_rounds, steps_per_round, index_kinds, datasets,
+                   max_heldout_mentions)
         for r in range(mining_rounds + 1)),
       ContextProbes(),
       Report(),

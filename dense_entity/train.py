@@ -41,6 +41,10 @@ flags.DEFINE_integer("eval_every", None, "Override steps between evaluations/che
 flags.DEFINE_bool("logq_correction", None, "Subtract log q(entity) from the in-batch logits, "
                   "q the entity's share of the training golds (sampling-bias correction; "
                   "TrainConfig.logq_correction).")
+flags.DEFINE_string("link_sources", None, "Comma-separated link sources whose mentions are "
+                    "trained on (prose, table, template, caption, gallery; e.g. "
+                    "'prose,template,caption,gallery' leaves out table cells); '': all "
+                    "(TrainConfig.link_sources).")
 flags.DEFINE_bool("share_span_title_encoder", None, "One encoder for span and title.")
 flags.DEFINE_bool("char_ngrams", None, "Character trigrams in the span and title bags.")
 flags.DEFINE_bool("zero_init_buckets", None, "Hash-bucket rows start at zero (untouched ones "
@@ -75,7 +79,8 @@ flags.DEFINE_string("hard_negatives", None, "Directory of a mining round's outpu
 MODEL_FLAGS = ("share_span_title_encoder", "char_ngrams", "zero_init_buckets",
                "context_match_dim", "context_match_weight", "name_match_dim",
                "name_match_weight", "name_match_alias_weight")
-TRAIN_FLAGS = ("train_steps", "batch_size", "learning_rate", "eval_every", "logq_correction")
+TRAIN_FLAGS = ("train_steps", "batch_size", "learning_rate", "eval_every", "logq_correction",
+               "link_sources")
 
 
 def config_from_flags() -> config_lib.ExperimentConfig:

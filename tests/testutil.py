@@ -52,7 +52,7 @@ MENTIONS = [
 ]
 
 
-def mention_example(row, source_page="Norland", mention_id="1:0"):
+def mention_example(row, source_page="Norland", mention_id="1:0", link_source=None):
   span, left, right, sentence, title, text, cats = row
   feats = {
       schema.MENTION_SPAN: _bytes([span]), schema.MENTION_LEFT: _bytes([left]),
@@ -61,15 +61,19 @@ def mention_example(row, source_page="Norland", mention_id="1:0"):
       schema.ENTITY_CATEGORIES: _bytes(cats), schema.SOURCE_PAGE: _bytes([source_page]),
       schema.MENTION_ID: _bytes([mention_id]),
   }
+  if link_source is not None:  # None: a record of an older extraction, without the feature
+    feats[schema.LINK_SOURCE] = _bytes([link_source])
   return tf.train.Example(features=tf.train.Features(feature=feats))
 
 
-def write_tiny_extraction(extract_dir, repeats=4, mentions=None, aliases=None):
+def write_tiny_extraction(extract_dir, repeats=4, mentions=None, aliases=None,
+                          link_source=None):
   """Writes train/held-out mention shards, an entity shard and a MANIFEST.json.
 
   `mentions` (default MENTIONS) are rows as in MENTIONS; training holds them `repeats` times,
   the held-out shard once. `aliases` (title -> redirect titles) fills ENTITY_ALIASES (default:
-  none).
+  none). `link_source` (mention index -> schema.LINK_SOURCES value) sets LINK_SOURCE (default:
+  no such feature, as in older extractions).
   """
   os.makedirs(extract_dir, exist_ok=True)
   MENTIONS = mentions or globals()["MENTIONS"]  # pylint: disable=invalid-name
@@ -78,7 +82,8 @@ def write_tiny_extraction(extract_dir, repeats=4, mentions=None, aliases=None):
                        (schema.HELDOUT_MENTIONS_PREFIX, MENTIONS)):
     with tf.io.TFRecordWriter(os.path.join(extract_dir, f"{prefix}-00000-of-00001.tfrecord")) as w:
       for i, row in enumerate(part):
-        w.write(mention_example(row, mention_id=f"1:{i}").SerializeToString())
+        w.write(mention_example(row, mention_id=f"1:{i}",
+                                link_source=link_source and link_source(i)).SerializeToString())
   entities = {}
   for row in MENTIONS:
     entities[row[4]] = (row[5], row[6])

@@ -61,5 +61,5 @@ def article_mentions(parsed: wikitext.ParsedArticle, page_id: int,
     mentions.append((link.target, (
         f"{page_id}:{index}", title, features[schema.MENTION_SPAN],
         features[schema.MENTION_LEFT], features[schema.MENTION_RIGHT],
-        features[schema.MENTION_SENTENCE])))
+        features[schema.MENTION_SENTENCE], link.source)))
   return mentions

@@ -12,8 +12,8 @@ import tensorflow as tf
 
 from dense_entity.kb import schema
 
-# Mention: (mention_id, source_page, span, left, right, sentence)
-MentionTuple = Tuple[str, str, str, str, str, str]
+# Mention: (mention_id, source_page, span, left, right, sentence, link_source)
+MentionTuple = Tuple[str, str, str, str, str, str, str]
 # Article: (page_id, first_paragraph, categories)
 ArticleTuple = Tuple[int, str, Tuple[str, ...]]
 
@@ -46,8 +46,9 @@ def entity_example(entity: Entity) -> tf.train.Example:
 
 
 def mention_example(mention: MentionTuple, entity: Entity) -> tf.train.Example:
-  """The mention record: the four mention features, the gold entity's features, ids."""
-  mention_id, source_page, span, left, right, sentence = mention
+  """The mention record: the four mention features, the gold entity's features, ids, and
+  where the link was written (schema.LINK_SOURCE)."""
+  mention_id, source_page, span, left, right, sentence, link_source = mention
   return tf.train.Example(features=tf.train.Features(feature={
       schema.MENTION_SPAN: _bytes_feature([span]),
       schema.MENTION_LEFT: _bytes_feature([left]),
@@ -59,5 +60,6 @@ def mention_example(mention: MentionTuple, entity: Entity) -> tf.train.Example:
       schema.ENTITY_ALIASES: _bytes_feature(entity.aliases),
       schema.SOURCE_PAGE: _bytes_feature([source_page]),
       schema.MENTION_ID: _bytes_feature([mention_id]),
+      schema.LINK_SOURCE: _bytes_feature([link_source]),
   }))
 

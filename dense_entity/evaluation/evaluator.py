@@ -23,6 +23,7 @@ when that split is empty and datasets are given it is skipped: no top-level "sys
 written (`evaluate_workspace`).
 """
 
+import hashlib
 import json
 import logging
 import os
@@ -50,7 +51,13 @@ TOP_K = 100
 
 
 def read_heldout_mentions(extract_dir: str, max_mentions: int = 0) -> List[dict]:
-  """Held-out mention records (4 mention features + ENTITY_TITLE gold), file order."""
+  """Held-out mention records (4 mention features + ENTITY_TITLE gold + MENTION_ID), file order.
+
+  With `max_mentions` (> 0) and more held-out mentions than that: a uniform sample of
+  `max_mentions` of them, the same for every run and reader (those whose sha256 of
+  MENTION_ID is smallest), in file order; not the first ones, whose shards may come from a
+  few inputs only (an HTML dump's table-heavy pages beside XML dumps, say).
+  """
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   records.require_extraction(extract_dir)
   files = sorted(tf.io.gfile.glob(os.path.join(extract_dir,
@@ -62,8 +69,10 @@ def read_heldout_mentions(extract_dir: str, max_mentions: int = 0) -> List[dict]
     cols = {k: [v.decode("utf-8") for v in batch[k].numpy()]
             for k in schema.MENTION_FEATURES + (schema.ENTITY_TITLE, schema.MENTION_ID)}
     rows.extend(dict(zip(cols, values)) for values in zip(*cols.values()))
-    if max_mentions and len(rows) >= max_mentions:
-      return rows[:max_mentions]
+  if max_mentions and len(rows) > max_mentions:
+    rank = sorted(range(len(rows)), key=lambda i: hashlib.sha256(
+        rows[i][schema.MENTION_ID].encode("utf-8")).digest())
+    rows = [rows[i] for i in sorted(rank[:max_mentions])]
   return rows
 
 

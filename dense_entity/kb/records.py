@@ -3,7 +3,7 @@
 
 import json
 import os
-from typing import List, Tuple
+from typing import List, Sequence, Tuple
 
 import tensorflow as tf
 
@@ -90,9 +90,39 @@ def _join_categories(features):
   return features
 
 
+def keep_link_sources(records: tf.data.Dataset,
+                      link_sources: Sequence[str]) -> tf.data.Dataset:
+  """Serialized mention records -> those whose schema.LINK_SOURCE is in `link_sources` (all
+  of them when it is empty). Records without the feature (older extractions) have source ''
+  and are dropped by any non-empty `link_sources`."""
+  if not link_sources:
+    return records
+  keep = tf.constant(sorted(link_sources), tf.string)
+  spec = {schema.LINK_SOURCE: _STRING}
+
+  def kept(record):
+    source = tf.io.parse_single_example(record, spec)[schema.LINK_SOURCE]
+    return tf.reduce_any(tf.equal(source, keep))
+
+  return records.filter(kept)
+
+
+def count_link_sources(files: List[str]) -> dict:
+  """{link source: records} of mention record files ('' for records without one)."""
+  counts: dict = {}
+  spec = {schema.LINK_SOURCE: _STRING}
+  for batch in tf.data.TFRecordDataset(files).batch(8192):
+    values, _, n = tf.unique_with_counts(tf.io.parse_example(batch, spec)[schema.LINK_SOURCE])
+    for value, c in zip(values.numpy().tolist(), n.numpy().tolist()):
+      name = value.decode("utf-8")
+      counts[name] = counts.get(name, 0) + c
+  return counts
+
+
 def mention_dataset(files: List[str], batch_size: int, shuffle_buffer: int = 0,
                     repeat: bool = False, seed: int = 1,
-                    drop_remainder: bool = False, shard=(1, 0)) -> tf.data.Dataset:
+                    drop_remainder: bool = False, shard=(1, 0),
+                    link_sources: Sequence[str] = ()) -> tf.data.Dataset:
   """Batches of mention examples with their gold entity's features.
 
   Args:
@@ -104,6 +134,8 @@ def mention_dataset(files: List[str], batch_size: int, shuffle_buffer: int = 0,
     drop_remainder: drop a last partial batch.
     shard: (num_shards, index): read only every num_shards-th file (one input pipeline of
       several workers).
+    link_sources: keep only mentions whose link was written there (keep_link_sources); empty:
+      all.
 
   Returns:
     A dataset of dicts: the 4 mention features and the 4 entity features as tf.string
@@ -116,6 +148,7 @@ def mention_dataset(files: List[str], batch_size: int, shuffle_buffer: int = 0,
     ds = ds.shuffle(len(files), seed=seed)
   ds = ds.interleave(tf.data.TFRecordDataset, cycle_length=min(4, len(files)),
                      num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+  ds = keep_link_sources(ds, link_sources)
   if repeat:
     ds = ds.repeat()
   if shuffle_buffer:

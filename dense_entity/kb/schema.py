@@ -40,6 +40,13 @@ ENTITY_SOURCE = "entity_source"  # bytes list, any of: 'page', 'link_target', 'd
 # --- mention record only ---
 SOURCE_PAGE = "source_page"  # bytes, normalized title of the page the link is on
 MENTION_ID = "mention_id"  # bytes, '<page id>:<link index>' unique within a dump
+# bytes, where the link was written (LINK_SOURCES; '' in records of older extractions and of
+# entity-linking datasets); training can keep some of them (TrainConfig.link_sources)
+LINK_SOURCE = "link_source"
+# The values of LINK_SOURCE (beam_pipelines.parsers.wikitext.Link.source): running text
+# (paragraphs, headings, lists), a table cell or caption, a template parameter (infobox
+# values, citations), a file caption, a gallery line.
+LINK_SOURCES = ("prose", "table", "template", "caption", "gallery")
 
 # File name prefixes inside the extraction output directory (see WORKSPACE.md).
 ENTITIES_PREFIX = "entities"

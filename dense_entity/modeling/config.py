@@ -9,7 +9,9 @@ presets without loading TensorFlow (`--help`).
 import dataclasses
 import json
 import os
-from typing import Optional
+from typing import Optional, Tuple
+
+from dense_entity.kb import schema
 
 
 @dataclasses.dataclass
@@ -88,6 +90,10 @@ class TrainConfig:
       probability that a training example's gold is e (sampling-bias correction, Yi et al.,
       RecSys 2019; not in the paper): in-batch negatives are drawn in proportion to how often
       an entity is a gold, so without it frequent entities are pushed away from every mention.
+    link_sources: comma-separated schema.LINK_SOURCES whose extraction mentions are trained
+      on ('prose,template,caption,gallery' leaves out table cells, whose sentence is the cell
+      alone); '' trains on all. Held-out mentions, the alias table and labeled splits are not
+      filtered. Not in the paper, which trains on every anchor.
   """
   batch_size: int = 100
   optimizer: str = "sgd"
@@ -99,6 +105,7 @@ class TrainConfig:
   shuffle_buffer: int = 100_000
   seed: int = 1
   logq_correction: bool = False
+  link_sources: str = ""
 
 
 @dataclasses.dataclass
@@ -154,6 +161,21 @@ def from_dict(d: dict) -> ExperimentConfig:
 CONFIG_FILE = "config.json"
 
 
+def link_sources(train_config: TrainConfig) -> Tuple[str, ...]:
+  """TrainConfig.link_sources as names: 'prose,template' -> ('prose', 'template'); '' -> ()
+  (all sources).
+
+  Raises:
+    ValueError: for a name not in schema.LINK_SOURCES, naming it.
+  """
+  names = tuple(dict.fromkeys(n.strip() for n in train_config.link_sources.split(",")
+                              if n.strip()))
+  unknown = [n for n in names if n not in schema.LINK_SOURCES]
+  if unknown:
+    raise ValueError(f"link_sources: {unknown} unknown; known: {', '.join(schema.LINK_SOURCES)}")
+  return names
+
+
 def validate(config: ExperimentConfig) -> None:
   """Raises ValueError naming the first setting that cannot build a model or train it."""
   m = config.model
@@ -187,6 +209,7 @@ def validate(config: ExperimentConfig) -> None:
     raise ValueError(f"momentum must be in [0, 1), got {t.momentum}")
   if t.optimizer not in ("sgd", "adam"):
     raise ValueError(f"optimizer must be 'sgd' or 'adam', got {t.optimizer!r}")
+  link_sources(t)
 
 
 def save(config: ExperimentConfig, model_dir: str) -> str:

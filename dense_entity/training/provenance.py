@@ -38,7 +38,7 @@ DEFAULT_PRESET = "small"
 # checkpoint) may not.
 CHANGEABLE_TRAIN_SETTINGS = ("batch_size", "learning_rate", "momentum", "train_steps",
                              "eval_every", "eval_batches", "shuffle_buffer", "seed",
-                             "logq_correction")
+                             "logq_correction", "link_sources")
 _RECORD_PREFIXES = (schema.ENTITIES_PREFIX, schema.TRAIN_MENTIONS_PREFIX,
                     schema.HELDOUT_MENTIONS_PREFIX)
 

@@ -12,7 +12,7 @@ over the steps inside the graph (tf.range), so a step costs no Python dispatch.
 order, which is what the labels of `TrainSteps.replica_logits` assume.
 """
 
-from typing import List, Optional
+from typing import List, Optional, Sequence
 
 import tensorflow as tf
 
@@ -26,7 +26,8 @@ from dense_entity.training import optimizers
 
 def distributed_dataset(strategy: tf.distribute.Strategy, files: List[str],
                         train_config: config_lib.TrainConfig, repeat: bool, shuffle: bool,
-                        global_batch: Optional[int] = None) -> tf.distribute.DistributedDataset:
+                        global_batch: Optional[int] = None,
+                        link_sources: Sequence[str] = ()) -> tf.distribute.DistributedDataset:
   """Mention (or hard negative pair) records of `files` in global batches across replicas.
 
   Args:
@@ -36,6 +37,8 @@ def distributed_dataset(strategy: tf.distribute.Strategy, files: List[str],
     repeat: repeat the records forever.
     shuffle: shuffle with `train_config.shuffle_buffer` and `train_config.seed`.
     global_batch: records per step over all replicas; None: `train_config.batch_size`.
+    link_sources: mention records only: keep those whose link was written there
+      (records.keep_link_sources; empty: all).
 
   Returns:
     a distributed dataset of per-replica batches `[global_batch / replicas]` (the last
@@ -50,7 +53,8 @@ def distributed_dataset(strategy: tf.distribute.Strategy, files: List[str],
     return records.mention_dataset(files, per_replica,
                                    shuffle_buffer=train_config.shuffle_buffer if shuffle else 0,
                                    repeat=repeat, seed=train_config.seed, drop_remainder=True,
-                                   shard=(ctx.num_input_pipelines, ctx.input_pipeline_id))
+                                   shard=(ctx.num_input_pipelines, ctx.input_pipeline_id),
+                                   link_sources=link_sources)
 
   return strategy.distribute_datasets_from_function(dataset_fn)
 

@@ -133,6 +133,9 @@ class Trainer:
           logging.info("%s channel: IDF from %d entities, %d weighted rows", key, n,
                        int(np.count_nonzero(df)))
     self.train_files = records.record_files(extract_dir, schema.TRAIN_MENTIONS_PREFIX)
+    self.link_sources = config_lib.link_sources(tc)
+    if self.link_sources:
+      num_train = self._count_kept_mentions()
     heldout = tf.io.gfile.glob(os.path.join(extract_dir, schema.HELDOUT_MENTIONS_PREFIX + "-*"))
     self.heldout_files = sorted(heldout)
     self.summaries = hooks.Summaries(model_dir)
@@ -157,6 +160,24 @@ class Trainer:
       self._evaluator = hooks.HeldoutEvaluator(self._steps, self.heldout_files, self.cfg.train)
     recall, self.last_heldout_auc = self._evaluator.evaluate()
     return recall
+
+  def _count_kept_mentions(self) -> int:
+    """Training mentions whose link source TrainConfig.link_sources keeps (logged by source).
+
+    Raises:
+      ValueError: when fewer than one batch are kept, naming the sources found.
+    """
+    counts = records.count_link_sources(self.train_files)
+    kept = sum(n for source, n in counts.items() if source in self.link_sources)
+    logging.info("link sources %s: %d of %d training mentions kept (by source: %s)",
+                 ",".join(self.link_sources), kept, sum(counts.values()), counts)
+    if kept < self.cfg.train.batch_size:
+      found = ", ".join(f"{s or 'none (older extraction)'}: {n}" for s, n in sorted(counts.items()))
+      raise ValueError(
+          f"link_sources={','.join(self.link_sources)} keeps {kept} of the training mentions "
+          f"of {self.extract_dir}, fewer than one batch of {self.cfg.train.batch_size} (link "
+          f"sources found: {found})")
+    return kept
 
   @property
   def num_train_mentions(self) -> int:
@@ -245,7 +266,7 @@ class Trainer:
     tc = self.cfg.train
     if not self.labeled_sources:
       return steps_lib.distributed_dataset(self.strategy, self.train_files, tc, repeat=True,
-                                           shuffle=True)
+                                           shuffle=True, link_sources=self.link_sources)
     names = sorted(self.labeled_sources)
     splits = [{key: tf.constant(values, tf.string)
                for key, values in self.labeled_sources[n][0].items()} for n in names]
@@ -270,7 +291,8 @@ class Trainer:
         sources.append(records.mention_dataset(
             self.train_files, per_replica, shuffle_buffer=tc.shuffle_buffer, repeat=True,
             seed=tc.seed, drop_remainder=True,
-            shard=(ctx.num_input_pipelines, ctx.input_pipeline_id)))
+            shard=(ctx.num_input_pipelines, ctx.input_pipeline_id),
+            link_sources=self.link_sources))
       limits = tf.constant(bounds, tf.int64)
       # The replicas of one step take consecutive batches: draw per global step, so one
       # step's replicas all hold batches of one source (the same seed on every pipeline).
@@ -295,7 +317,9 @@ class Trainer:
 
     spec = {schema.ENTITY_TITLE: tf.io.FixedLenFeature([], tf.string)}
     wiki = []
-    for batch in tf.data.TFRecordDataset(self.train_files).batch(8192):
+    kept = records.keep_link_sources(tf.data.TFRecordDataset(self.train_files),
+                                     self.link_sources)
+    for batch in kept.batch(8192):
       wiki.extend(tf.io.parse_example(batch, spec)[schema.ENTITY_TITLE].numpy().tolist())
     sources = [(wiki, 1.0 - sum(f for _, f in self.labeled_sources.values()))]
     sources += [(split[schema.ENTITY_TITLE], f) for split, f in self.labeled_sources.values()]

@@ -146,3 +146,25 @@ def test_datasets_and_glove_are_checked_before_the_first_stage(tmp_path, dataset
     demo.run_demo(str(workspace), datasets=[d.format(tmp=tmp_path) for d in datasets],
                   glove=glove and glove.format(tmp=tmp_path))
   assert not workspace.exists()  # nothing extracted, nothing trained
+
+
+def test_demo_command_passes_the_training_source_flags_and_the_heldout_sample(
+    monkeypatch, tmp_path):
+  from dense_entity import cli  # pylint: disable=g-import-not-at-top
+  from dense_entity import demo as demo_lib  # pylint: disable=g-import-not-at-top
+  seen = {}
+  monkeypatch.setattr(demo_lib, "run_demo", lambda *args, **kwargs: seen.update(kwargs))
+  cli.main(["demo", "--workspace", str(tmp_path / "ws")])
+  assert (seen["logq_correction"], seen["link_sources"], seen["max_heldout_mentions"]) == (
+      None, None, 0)
+  cli.main(["demo", "--workspace", str(tmp_path / "ws"), "--logq_correction", "--link_sources",
+            "prose,template", "--max_heldout_mentions", "5000"])
+  assert (seen["logq_correction"], seen["link_sources"], seen["max_heldout_mentions"]) == (
+      True, "prose,template", 5000)
+  cli.main(["demo", "--workspace", str(tmp_path / "ws"), "--no-logq_correction"])
+  assert seen["logq_correction"] is False
+
+
+def test_the_heldout_sample_reaches_every_round_evaluation():
+  rounds = [demo.Round.make(r, 1, 100, ("brute_force",), (), 700) for r in range(2)]
+  assert [r.stages[-1].max_heldout_mentions for r in rounds] == [700, 700]

@@ -110,8 +110,9 @@ class TestParsoid:
 
   def test_mentions_have_contexts_from_the_visible_text(self, article):
     found = mentions.article_mentions(article, 10, "Ore River")
-    target, (mention_id, source, span, left, right, sentence) = found[1]
+    target, (mention_id, source, span, left, right, sentence, link_source) = found[1]
     assert (target, mention_id, source, span) == ("Lake Fen", "10:1", "Ore River", "Lake Fen")
+    assert link_source == "prose"
     assert left == "flows past Port Alder into"
     assert right == ". It is named after"
     assert sentence == "Ore River is a river that flows past Port Alder into [MASK]."
@@ -240,7 +241,7 @@ def test_real_page_prose_links_and_a_known_mention(real_pages):
       "progressive rock band, most",
       "Renaissance are an [MASK] progressive rock band, most notable for their 1978 UK top 10 "
       "hit \"Northern Lights\" and progressive rock classics like \"Carpet of the Sun\", "
-      "\"Mother Russia\", and \"Ashes Are Burning\"."))
+      "\"Mother Russia\", and \"Ashes Are Burning\".", "prose"))
   assert (prose[0].start, prose[0].end) == (19, 26)
   # A link to a song article with a disambiguating title, and a piped anchor.
   assert (prose[2].anchor, prose[2].target) == ("Mother Russia", "Mother Russia (Renaissance song)")

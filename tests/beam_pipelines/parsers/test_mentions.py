@@ -16,12 +16,23 @@ def test_one_mention_per_link_with_its_features():
                          "It ends in the lake. Ore creek joins it.")
   assert mentions.article_mentions(parsed, 7, "Ore River") == [
       ("Port Alder", ("7:0", "Ore River", "Port Alder", "Ore River flows past", ".",
-                      "Ore River flows past [MASK].")),
+                      "Ore River flows past [MASK].", "prose")),
       ("Lake Fen", ("7:1", "Ore River", "the lake", "It ends in", ". Ore creek joins it",
-                    "It ends in [MASK].")),
+                    "It ends in [MASK].", "prose")),
       ("Ore creek", ("7:2", "Ore River", "Ore creek", "ends in the lake.", "joins it.",
-                     "[MASK] joins it.")),
+                     "[MASK] joins it.", "prose")),
   ]
+
+
+def test_each_mention_carries_where_its_link_was_written():
+  parsed = wikitext.parse_article(
+      "[[Ore River]] is long.\n{| class=wikitable\n|-\n| [[Port Alder]]\n|}\n"
+      "[[File:Ore.jpg|thumb|The [[Fen]] at dawn]]", "Ore")
+  got = {mention[2]: mention[6] for _, mention in mentions.article_mentions(parsed, 1, "Ore")}
+  assert got == {"Ore River": "prose", "Port Alder": "table", "Fen": "caption"}
+  # The values are the ones the record schema documents and training filters on.
+  assert {wikitext.SOURCE_PROSE, wikitext.SOURCE_TABLE, wikitext.SOURCE_TEMPLATE,
+          wikitext.SOURCE_CAPTION, wikitext.SOURCE_GALLERY} == set(schema.LINK_SOURCES)
 
 
 def test_sentences_split_once_give_the_same_features():
@@ -33,7 +44,7 @@ def test_sentences_split_once_give_the_same_features():
   for (target, mention), link in zip(got, parsed.links):
     features = mention_features.mention_features(parsed.text, link.start, link.end)
     assert target == link.target
-    assert mention[2:] == (features[schema.MENTION_SPAN], features[schema.MENTION_LEFT],
+    assert mention[2:6] == (features[schema.MENTION_SPAN], features[schema.MENTION_LEFT],
                            features[schema.MENTION_RIGHT], features[schema.MENTION_SENTENCE])
 
 
@@ -88,7 +99,7 @@ def test_five_megabyte_page_gives_each_mention_its_local_features():
                                               link.end - line_start)
     target, mention = got[index]
     assert target == link.target and mention[0] == f"3:{index}"
-    assert mention[2:] == (alone[schema.MENTION_SPAN], alone[schema.MENTION_LEFT],
+    assert mention[2:6] == (alone[schema.MENTION_SPAN], alone[schema.MENTION_LEFT],
                            alone[schema.MENTION_RIGHT], alone[schema.MENTION_SENTENCE])
   # The run-on list line: its sentence feature is cut at the cap on both sides.
   _, listed = got[2199]

@@ -1,5 +1,6 @@
 """Trade-off table (paper Table 3): every index kind measured on the same mentions."""
 
+import hashlib
 import json
 import os
 
@@ -78,3 +79,17 @@ def test_bad_arguments(workspace):
     tradeoff.measure_tradeoff(workspace, ["faiss"], write=False)
   with pytest.raises(ValueError, match="no index kinds"):
     tradeoff.measure_tradeoff(workspace, [], write=False)
+
+
+def test_a_heldout_sample_is_uniform_fixed_and_in_file_order(workspace):
+  extract = os.path.join(workspace, "extract")
+  every = evaluator.read_heldout_mentions(extract)
+  ids = [m[schema.MENTION_ID] for m in every]
+  sample = evaluator.read_heldout_mentions(extract, 5)
+  assert len(sample) == 5 and sample == evaluator.read_heldout_mentions(extract, 5)
+  positions = [ids.index(m[schema.MENTION_ID]) for m in sample]
+  assert positions == sorted(positions)
+  # The 5 whose sha256 of the mention id is smallest, not the first 5.
+  smallest = sorted(ids, key=lambda i: hashlib.sha256(i.encode("utf-8")).digest())[:5]
+  assert sorted(m[schema.MENTION_ID] for m in sample) == sorted(smallest)
+  assert evaluator.read_heldout_mentions(extract, len(every) + 3) == every
