@@ -13,7 +13,8 @@ export (export.encode_entities), checked by its model fingerprint. On a big KB p
 Usage:
   python -m beam_pipelines.mine_hard_negatives --export_dir=WS/export --index_dir=WS/index \
       --extract_dir=WS/extract --output_dir=WS/negatives/round_1 --round=1 \
-      [--previous_dir=WS/negatives/round_0] [--index_kind=brute_force] [beam flags...]
+      [--previous_dir=WS/negatives/round_0] [--index_kind=brute_force] \
+      [--link_sources=prose,template,caption,gallery] [beam flags...]
 Output: OUTPUT_DIR/hard_negatives-SSSSS-of-NNNNN.tfrecord (schema.py pair records, all rounds so
 far), stats.json, and MANIFEST.json written last.
 """
@@ -26,14 +27,20 @@ entry.quiet_native_logs()  # before beam_io loads TensorFlow: no native INFO/ERR
 
 from beam_pipelines.pipelines import beam_io  # pylint: disable=wrong-import-position
 from beam_pipelines.pipelines import mining  # pylint: disable=wrong-import-position
+from dense_entity.kb import schema  # pylint: disable=wrong-import-position
 
 
 def main(argv):
   from absl import flags  # pylint: disable=g-import-not-at-top
   f = flags.FLAGS
+  link_sources = [s.strip() for s in f.link_sources.split(",") if s.strip()]
+  unknown = [s for s in link_sources if s not in schema.LINK_SOURCES]
+  if unknown:
+    raise ValueError(f"--link_sources: {unknown} unknown; known: {', '.join(schema.LINK_SOURCES)}")
   stats = mining.run(f.export_dir, f.index_dir, f.extract_dir, f.output_dir, f.round,
                      f.previous_dir, f.index_kind, f.k,
-                     beam_io.default_pipeline_options(argv[1:], own_flags=list(f)))
+                     beam_io.default_pipeline_options(argv[1:], own_flags=list(f)),
+                     link_sources=link_sources)
   print(json.dumps(stats, indent=2, sort_keys=True))
 
 
@@ -47,6 +54,8 @@ if __name__ == "__main__":
                        lower_bound=1)
   flags.DEFINE_string("previous_dir", None, "The previous round's output, appended to.")
   flags.DEFINE_string("index_kind", "brute_force", "Index kind used for the search.")
+  flags.DEFINE_string("link_sources", "", "Mine only training mentions of these link sources "
+                      "(comma-separated, as train --link_sources; '': all).")
   flags.DEFINE_integer("k", mining.DEFAULT_K, "Nearest entities searched per mention.",
                        lower_bound=1)
   flags.mark_flags_as_required(["export_dir", "index_dir", "extract_dir", "output_dir"])

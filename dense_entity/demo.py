@@ -355,7 +355,9 @@ class MineAndTrain(Stage):
     else:
       _export_and_index(trainer, ws, r - 1, ("brute_force",))
       previous = _negatives_dir(ws, r - 1) if r > 1 else None
-      mined = _beam().mining.run(ws.export, ws.index, ws.extract, out, r, previous_dir=previous)
+      from dense_entity.modeling import config as config_lib  # pylint: disable=g-import-not-at-top
+      mined = _beam().mining.run(ws.export, ws.index, ws.extract, out, r, previous_dir=previous,
+                                 link_sources=config_lib.link_sources(trainer.cfg.train))
       pairs = mined["pairs"]
       print(f"   {mined.get('mentions_mined', 0)} mentions: gold first for "
             f"{mined.get('gold_ranked_first', 0)}, {mined.get('negative_pairs_found', 0)} new "

@@ -216,16 +216,34 @@ def _earliest(element):
   return key, versions[0][1]
 
 
+def keep_link_source(serialized: bytes, link_sources: Sequence[str]) -> bool:
+  """Whether a mention record's link source (schema.LINK_SOURCE) is one of `link_sources`
+  (always, when that is empty); counts 'mentions_skipped_link_source' otherwise."""
+  if not link_sources:
+    return True
+  source = (_strings(tf.train.Example.FromString(serialized), schema.LINK_SOURCE) or [""])[0]
+  if source in link_sources:
+    return True
+  Metrics.counter(_NAMESPACE, "mentions_skipped_link_source").inc()
+  return False
+
+
 def build_pipeline(pipeline, export_dir: str, index_dir: str, extract_dir: str, staging: str,
                    round_: int, previous_dir: Optional[str] = None,
-                   index_kind: str = "brute_force", k: int = DEFAULT_K, batch_size: int = 512):
-  """Composes the mining pipeline; writes pair shards with prefix `staging/hard_negatives`."""
+                   index_kind: str = "brute_force", k: int = DEFAULT_K, batch_size: int = 512,
+                   link_sources: Sequence[str] = ()):
+  """Composes the mining pipeline; writes pair shards with prefix `staging/hard_negatives`.
+
+  Only training mentions whose link source is in `link_sources` (all when empty) are mined,
+  as training reads them (TrainConfig.link_sources).
+  """
   from dense_entity.kb import records  # pylint: disable=g-import-not-at-top
   mention_files = records.record_files(extract_dir, schema.TRAIN_MENTIONS_PREFIX)
   entity_files = records.record_files(extract_dir, schema.ENTITIES_PREFIX)
   mentions = (pipeline
               | "MentionFiles" >> beam.Create(mention_files)
               | "ReadMentions" >> beam.io.ReadAllFromTFRecord()
+              | "KeepLinkSources" >> beam.Filter(keep_link_source, tuple(link_sources))
               | "ParseMentions" >> beam.Map(parse_mention)
               | "Batch" >> beam.BatchElements(min_batch_size=batch_size,
                                               max_batch_size=batch_size))
@@ -283,8 +301,12 @@ def check_inputs(round_: int, previous_dir: Optional[str], index_kind: str, k: i
 
 def run(export_dir: str, index_dir: str, extract_dir: str, output_dir: str, round_: int,
         previous_dir: Optional[str] = None, index_kind: str = "brute_force",
-        k: int = DEFAULT_K, pipeline_options=None) -> Dict[str, int]:
+        k: int = DEFAULT_K, pipeline_options=None,
+        link_sources: Sequence[str] = ()) -> Dict[str, int]:
   """Runs one mining round; publishes `output_dir` atomically (MANIFEST.json last).
+
+  `link_sources`: mine only the training mentions of these link sources (the ones training
+  keeps, TrainConfig.link_sources; all when empty).
 
   Returns:
     The counters: mentions_mined, gold_ranked_first, gold_not_in_top_k, negative_pairs_found,
@@ -313,7 +335,7 @@ def run(export_dir: str, index_dir: str, extract_dir: str, output_dir: str, roun
     options = pipeline_options or beam_io.default_pipeline_options([])
     pipeline = beam.Pipeline(options=options)
     build_pipeline(pipeline, export_dir, index_dir, extract_dir, staging, round_, previous_dir,
-                   index_kind, k)
+                   index_kind, k, link_sources=link_sources)
     result = pipeline.run()
     result.wait_until_finish()
     stats = {c.key.metric.name: int(c.committed if c.committed is not None else c.attempted)
@@ -328,7 +350,8 @@ def run(export_dir: str, index_dir: str, extract_dir: str, output_dir: str, roun
       json.dump(stats, f, indent=2, sort_keys=True)
     with open(os.path.join(staging, schema.MANIFEST_FILE), "w") as f:
       json.dump({"round": round_, "pairs": pairs, "export_dir": os.path.abspath(export_dir),
-                 "previous_dir": previous_dir, "k": k}, f, indent=2, sort_keys=True)
+                 "previous_dir": previous_dir, "k": k,
+                 "link_sources": list(link_sources)}, f, indent=2, sort_keys=True)
     os.remove(os.path.join(staging, extraction.STAGING_OWNER_FILE))
     fileio.replace_directory(staging, output_dir, schema.MANIFEST_FILE)
   except BaseException:

@@ -172,3 +172,22 @@ def test_a_rounds_settings_are_checked_before_the_pipeline_starts(tmp_path):
   with pytest.raises(FileExistsError, match=r"holds an extraction \(MANIFEST.json"):
     mining.run("e", "i", "x", str(extract), 1)
   assert sorted(os.listdir(extract)) == ["MANIFEST.json"]
+
+
+def test_only_the_link_sources_training_keeps_are_mined(tmp_path):
+  root = tmp_path
+  extract = str(root / "extract")
+  # Mention i is a table cell when i % 4 == 1 (8 of 32), else prose.
+  testutil.write_tiny_extraction(extract, link_source=lambda i: "table" if i % 4 == 1 else "prose")
+  tf.keras.utils.set_random_seed(5)
+  model = models.DualEncoder(config.get_preset("tiny").model)
+  savedmodel.export_encoders(model, str(root / "export"))
+  entity_encodings.encode_and_index(str(root / "export"), extract, str(root / "index"))
+  args = (str(root / "export"), str(root / "index"), extract)
+  stats = mining.run(*args, str(root / "round_1"), 1, link_sources=("prose",))
+  assert stats["mentions_mined"] == 24 and stats["mentions_skipped_link_source"] == 8
+  mined = {int(m.split(":")[1]) for m, *_ in _pairs(str(root / "round_1"))}
+  assert mined and all(i % 4 != 1 for i in mined)
+  with open(root / "round_1" / schema.MANIFEST_FILE) as f:
+    assert json.load(f)["link_sources"] == ["prose"]
+  assert mining.run(*args, str(root / "all"), 1)["mentions_mined"] == 32
