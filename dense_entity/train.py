@@ -113,7 +113,6 @@ def main(argv):
   # TensorFlow is imported here, not at the top: `--help` does not load it.
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from dense_entity.kb import records  # pylint: disable=g-import-not-at-top
-  from dense_entity.kb import schema  # pylint: disable=g-import-not-at-top
   from dense_entity.training import provenance  # pylint: disable=g-import-not-at-top
   from dense_entity.training import trainer as trainer_lib  # pylint: disable=g-import-not-at-top
   logging.getLogger().setLevel(logging.INFO)
@@ -156,9 +155,7 @@ def main(argv):
         "max_pairs": FLAGS.train_redirects_max,
         "hold_out_span": FLAGS.train_redirects_hold_out_span, "counts": pair_stats})
   for name, (examples, _, _) in splits.items():  # before the Trainer writes --model_dir
-    if len(examples[schema.MENTION_SPAN]) < cfg.train.batch_size:
-      raise ValueError(f"{len(examples[schema.MENTION_SPAN])} {name} mentions, fewer "
-                       f"than one batch of {cfg.train.batch_size}")
+    trainer_lib.check_labeled_split(examples, name, cfg.train.batch_size)
   strategy = distribute_utils.get_strategy(FLAGS.strategy, FLAGS.tpu, FLAGS.num_cpu_devices)
   trainer = trainer_lib.Trainer(cfg, FLAGS.extract_dir, FLAGS.model_dir, strategy)
   if negative_files:

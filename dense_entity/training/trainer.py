@@ -43,6 +43,25 @@ __all__ = ["Trainer", "restore_model", "read_vocabulary", "read_glove", "documen
            "make_optimizer", "VOCAB_FILE", "CHECKPOINT_DIR"]
 
 
+def check_labeled_split(examples: Dict[str, List[bytes]], name: str, batch_size: int) -> int:
+  """The number of mentions of a labeled split (Trainer.set_labeled_mentions' `examples`).
+
+  Raises:
+    ValueError: naming the split, for missing features, unequal lengths, or fewer mentions
+      than one batch of `batch_size`.
+  """
+  missing = sorted(set(records.MENTION_SPEC) - set(examples))
+  if missing:
+    raise ValueError(f"{name} mentions lack the features {missing}")
+  sizes = {len(examples[key]) for key in records.MENTION_SPEC}
+  if len(sizes) != 1:
+    raise ValueError(f"{name} mention features have unequal lengths {sorted(sizes)}")
+  n = sizes.pop()
+  if n < batch_size:
+    raise ValueError(f"{n} {name} mentions, fewer than one batch of {batch_size}")
+  return n
+
+
 class Trainer:
   """Builds the model under `strategy`, restores the latest checkpoint, and trains.
 
@@ -247,16 +266,7 @@ class Trainer:
     if others + fraction > 1.0 + 1e-9:
       raise ValueError(f"{name} fraction {fraction} with the other labeled splits' "
                        f"{others} sums over 1")
-    missing = sorted(set(records.MENTION_SPEC) - set(examples))
-    if missing:
-      raise ValueError(f"{name} mentions lack the features {missing}")
-    sizes = {len(examples[key]) for key in records.MENTION_SPEC}
-    if len(sizes) != 1:
-      raise ValueError(f"{name} mention features have unequal lengths {sorted(sizes)}")
-    n = sizes.pop()
-    if n < self.cfg.train.batch_size:
-      raise ValueError(f"{n} {name} mentions, fewer than one batch of "
-                       f"{self.cfg.train.batch_size}")
+    check_labeled_split(examples, name, self.cfg.train.batch_size)
     self.labeled_sources[name] = ({key: list(examples[key]) for key in records.MENTION_SPEC},
                                   float(fraction))
     self._train_fn = None  # train() builds the mixed input and traces the steps again
