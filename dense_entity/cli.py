@@ -23,7 +23,7 @@ def _demo(args):
                 char_ngrams=args.char_ngrams or None, name_match_dim=args.name_match_dim,
                 name_match_weight=args.name_match_weight,
                 logq_correction=args.logq_correction, link_sources=args.link_sources,
-                max_heldout_mentions=args.max_heldout_mentions,
+                max_heldout_mentions=args.max_heldout_mentions, mining_index=args.mining_index,
                 index_kinds=_index_kinds(args.index_kinds))
 
 
@@ -200,6 +200,10 @@ def build_parser() -> argparse.ArgumentParser:
   demo.add_argument("--mining_rounds", type=int, default=0,
                     help="hard negative mining rounds after round 0 (on the small default "
                     "input they lower recall; see README)")
+  demo.add_argument("--mining_index", choices=("brute_force", "ah_tree"), default="brute_force",
+                    help="index each mining round searches: brute_force (exact) or ah_tree (for "
+                    "all of Wikipedia, where exact search of every training mention takes "
+                    "hours on 2 cores)")
   demo.add_argument("--steps_per_round", type=int, default=1000,
                     help="training steps after each mining round")
   demo.add_argument("--share_span_title_encoder", action="store_true", default=None,

@@ -320,6 +320,9 @@ class MineAndTrain(Stage):
   mining_round: int
   mining_rounds: int
   steps_per_round: int
+  # The index mined with: 'brute_force' (exact), or 'ah_tree' for all of Wikipedia, where
+  # exact search of every training mention against 5.7M rows takes hours on 2 cores.
+  index_kind: str = "brute_force"
 
   @property
   def title(self):
@@ -353,10 +356,12 @@ class MineAndTrain(Stage):
         pairs = json.load(f)["pairs"]
       print(f"   resuming: the checkpoint already trains on {out} ({pairs} pairs)")
     else:
-      _export_and_index(trainer, ws, r - 1, ("brute_force",))
+      _export_and_index(trainer, ws, r - 1, tuple(dict.fromkeys(("brute_force",
+                                                                  self.index_kind))))
       previous = _negatives_dir(ws, r - 1) if r > 1 else None
       from dense_entity.modeling import config as config_lib  # pylint: disable=g-import-not-at-top
       mined = _beam().mining.run(ws.export, ws.index, ws.extract, out, r, previous_dir=previous,
+                                 index_kind=self.index_kind,
                                  link_sources=config_lib.link_sources(trainer.cfg.train))
       pairs = mined["pairs"]
       print(f"   {mined.get('mentions_mined', 0)} mentions: gold first for "
@@ -449,10 +454,11 @@ class Round(Stage):
   @classmethod
   def make(cls, mining_round: int, mining_rounds: int, steps_per_round: int,
            index_kinds: Sequence[str], datasets: Sequence[str],
-           max_heldout_mentions: int = 0) -> "Round":
+           max_heldout_mentions: int = 0, mining_index: str = "brute_force") -> "Round":
     """Round `mining_round` of 0..mining_rounds: brute force only and no datasets but last."""
     last = mining_round == mining_rounds
-    stages = [MineAndTrain(mining_round, mining_rounds, steps_per_round)] if mining_round else []
+    stages = ([MineAndTrain(mining_round, mining_rounds, steps_per_round, mining_index)]
+              if mining_round else [])
     stages += [ExportAndIndex(mining_round, index_kinds if last else ("brute_force",)),
                Evaluate(mining_round, datasets if last else (), max_heldout_mentions)]
     return cls(mining_round, last, steps_per_round, stages)
@@ -554,7 +560,7 @@ def run_demo(workspace: str, inputs: Optional[Sequence[str]] = None,
              char_ngrams: Optional[bool] = None, name_match_dim: Optional[int] = None,
              name_match_weight: Optional[float] = None,
              logq_correction: Optional[bool] = None, link_sources: Optional[str] = None,
-             max_heldout_mentions: int = 0) -> dict:
+             max_heldout_mentions: int = 0, mining_index: str = "brute_force") -> dict:
   """Runs extract, train, export, encode + index, evaluate into `workspace`.
 
   The stages, in order: Extract, TrainRound0, one Round per mining round 0..mining_rounds
@@ -581,6 +587,8 @@ def run_demo(workspace: str, inputs: Optional[Sequence[str]] = None,
     index_kinds: indexes built over the entity encodings.
     mining_rounds: rounds of hard negative mining after round 0 (paper section 4.3).
     steps_per_round: training steps after each mining round.
+    mining_index: the index kind each mining round searches ('brute_force', exact; 'ah_tree'
+      for all of Wikipedia).
     share_span_title_encoder: one encoder for span and title (config.ModelConfig).
     context_match_dim, context_match_weight: the lexical context-description channel
       (config.ModelConfig); the preset's values when None.
@@ -618,7 +626,7 @@ def run_demo(workspace: str, inputs: Optional[Sequence[str]] = None,
                                                    ("link_sources", link_sources))
                    if value is not None}),
       *(Round.make(r, mining_rounds, steps_per_round, index_kinds, datasets,
-                   max_heldout_mentions)
+                   max_heldout_mentions, mining_index)
         for r in range(mining_rounds + 1)),
       ContextProbes(),
       Report(),

@@ -161,10 +161,13 @@ def test_demo_command_passes_the_training_source_flags_and_the_heldout_sample(
             "prose,template", "--max_heldout_mentions", "5000"])
   assert (seen["logq_correction"], seen["link_sources"], seen["max_heldout_mentions"]) == (
       True, "prose,template", 5000)
-  cli.main(["demo", "--workspace", str(tmp_path / "ws"), "--no-logq_correction"])
-  assert seen["logq_correction"] is False
+  cli.main(["demo", "--workspace", str(tmp_path / "ws"), "--no-logq_correction",
+            "--mining_index", "ah_tree"])
+  assert seen["logq_correction"] is False and seen["mining_index"] == "ah_tree"
 
 
-def test_the_heldout_sample_reaches_every_round_evaluation():
-  rounds = [demo.Round.make(r, 1, 100, ("brute_force",), (), 700) for r in range(2)]
+def test_the_heldout_sample_and_the_mining_index_reach_every_round():
+  rounds = [demo.Round.make(r, 1, 100, ("brute_force",), (), 700, "ah_tree") for r in range(2)]
   assert [r.stages[-1].max_heldout_mentions for r in rounds] == [700, 700]
+  assert rounds[1].stages[0].index_kind == "ah_tree"
+  assert demo.Round.make(1, 1, 100, ("brute_force",), ()).stages[0].index_kind == "brute_force"
