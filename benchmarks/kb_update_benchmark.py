@@ -55,13 +55,19 @@ def _clusters(x: np.ndarray, fraction: float, rng) -> np.ndarray:
 def compare(ws: str, other: str, extract_dir: str, kinds, max_queries: int) -> None:
   """Recall of WS's updated indexes and of `other` (a fresh build of the same KB)."""
   import gc  # pylint: disable=g-import-not-at-top
+  from dense_entity.evaluation import baselines  # pylint: disable=g-import-not-at-top
   from dense_entity.evaluation import evaluator  # pylint: disable=g-import-not-at-top
+  from dense_entity.evaluation import metrics  # pylint: disable=g-import-not-at-top
   from dense_entity.kb import schema  # pylint: disable=g-import-not-at-top
+  from dense_entity.kb import titles as titles_lib  # pylint: disable=g-import-not-at-top
   from dense_entity.retrieval import index as index_lib  # pylint: disable=g-import-not-at-top
   from dense_entity.retrieval import index_builder  # pylint: disable=g-import-not-at-top
   from dense_entity.retrieval import kb_versions  # pylint: disable=g-import-not-at-top
   from dense_entity.serving import savedmodel  # pylint: disable=g-import-not-at-top
   index_dir = kb_versions.resolve_index_dir(os.path.join(ws, "index"))
+  # Golds scored as evaluation scores them: through the KB's matching key and redirects.
+  redirects = baselines.load_redirects(
+      kb_versions.kb_file(index_dir, schema.REDIRECTS_FILE, extract_dir))
   mentions = evaluator.read_heldout_mentions(extract_dir, max_queries)
   gold = [m[schema.ENTITY_TITLE] for m in mentions]
   encoder = savedmodel.load_encoder(os.path.join(ws, "export", savedmodel.MENTION_ENCODER_DIR))
@@ -87,8 +93,10 @@ def compare(ws: str, other: str, extract_dir: str, kinds, max_queries: int) -> N
     if exact is None:
       exact = found
     r10, r100 = recall_at_k(found[:, :10], exact[:, :10]), recall_at_k(found, exact)
-    g1 = np.mean([g == row[0] for g, row in zip(gold, found)])
-    g100 = np.mean([g in row for g, row in zip(gold, found)])
+    kb = set(index_builder.read_titles(os.path.join(directory, index_lib.TITLES_FILENAME)))
+    scores = metrics.score_rankings(found.tolist(), gold, kb,
+                                    titles_lib.TitleResolver(kb, redirects), (1, 100))
+    g1, g100 = scores["recall@1"], scores["recall@100"]
     print(f"{name:<40} {r10:>13.3f} {r100:>14.3f} {g1:>8.3f} {g100:>10.3f} {seconds:>8.1f}",
           flush=True)
 
