@@ -48,6 +48,7 @@ def main(argv):
   from dense_entity.evaluation import datasets as datasets_lib  # pylint: disable=g-import-not-at-top
   from dense_entity.evaluation import nil_calibration  # pylint: disable=g-import-not-at-top
   from dense_entity.kb import schema, titles as titles_lib  # pylint: disable=g-import-not-at-top
+  from dense_entity.retrieval import kb_versions  # pylint: disable=g-import-not-at-top
   from dense_entity.retrieval import nil as nil_lib  # pylint: disable=g-import-not-at-top
   from dense_entity.retrieval import retriever as retriever_lib  # pylint: disable=g-import-not-at-top
   if not FLAGS.dataset:
@@ -65,8 +66,10 @@ def main(argv):
   retriever = retriever_lib.EntityRetriever.load(FLAGS.workspace, FLAGS.index,
                                                  nil_calibrator=None)
   kb_titles = set(retriever.titles)
-  resolver = titles_lib.TitleResolver(kb_titles, baselines.load_redirects(
-      os.path.join(FLAGS.workspace, "extract", schema.REDIRECTS_FILE)))
+  # The redirects of the KB version the retriever reads (kb updates change them).
+  resolver = titles_lib.TitleResolver(kb_titles, baselines.load_redirects(kb_versions.kb_file(
+      retriever.index_dir, schema.REDIRECTS_FILE,
+      os.path.join(FLAGS.workspace, "extract"))))
   print(f"loaded {len(kb_titles)} entities in {time.time() - t0:.0f} s", flush=True)
   outcomes, seconds = {}, {}
   for name, (_, mentions) in loaded.items():
