@@ -184,11 +184,11 @@ def _serving_rows(directory: str, mention_rows: Dict[str, List[str]], sizes: Seq
   """(label, batch size, result of time_calls) of a serving SavedModel's serving_default at
   each batch size: the whole answer (encoding, search and titles) per call."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  import tensorflow_text  # pylint: disable=g-import-not-at-top,unused-import
+  import tensorflow_text  # noqa: F401  # pylint: disable=g-import-not-at-top,unused-import
   from dense_entity.retrieval import serving_model  # pylint: disable=g-import-not-at-top
   manifest = serving_model.read_manifest(directory)
   if manifest.get("search") == serving_model.AH_TREE:
-    from scann.scann_ops.py import scann_ops  # pylint: disable=g-import-not-at-top,unused-import
+    from scann.scann_ops.py import scann_ops  # noqa: F401  # pylint: disable=g-import-not-at-top,unused-import
   t0 = time.perf_counter()
   serve = tf.saved_model.load(directory).signatures["serving_default"]
   loaded = time.perf_counter() - t0
