@@ -51,7 +51,8 @@ TOP_K = 100
 
 
 def read_heldout_mentions(extract_dir: str, max_mentions: int = 0) -> List[dict]:
-  """Held-out mention records (4 mention features + ENTITY_TITLE gold + MENTION_ID), file order.
+  """Held-out mention records (4 mention features + ENTITY_TITLE gold + MENTION_ID +
+  LINK_SOURCE, '' in older extractions), file order.
 
   With `max_mentions` (> 0) and more held-out mentions than that: a uniform sample of
   `max_mentions` of them, the same for every run and reader (those whose sha256 of
@@ -65,9 +66,11 @@ def read_heldout_mentions(extract_dir: str, max_mentions: int = 0) -> List[dict]
   rows = []
   if not files:
     return rows
-  for batch in records.mention_dataset(files, 4096):
-    cols = {k: [v.decode("utf-8") for v in batch[k].numpy()]
-            for k in schema.MENTION_FEATURES + (schema.ENTITY_TITLE, schema.MENTION_ID)}
+  names = schema.MENTION_FEATURES + (schema.ENTITY_TITLE, schema.MENTION_ID, schema.LINK_SOURCE)
+  spec = {k: tf.io.FixedLenFeature([], tf.string, default_value="") for k in names}
+  for serialized in tf.data.TFRecordDataset(files).batch(4096):
+    batch = tf.io.parse_example(serialized, spec)
+    cols = {k: [v.decode("utf-8") for v in batch[k].numpy()] for k in names}
     rows.extend(dict(zip(cols, values)) for values in zip(*cols.values()))
   if max_mentions and len(rows) > max_mentions:
     rank = sorted(range(len(rows)), key=lambda i: hashlib.sha256(
@@ -209,6 +212,20 @@ def split_by_training_gold(gold, rankings, retrievers, extract_dir) -> dict:
   return {part: _score_subset([i for i, s in enumerate(is_seen) if s == (part == "seen")],
                               gold, rankings, retrievers)
           for part in ("seen", "unseen")}
+
+
+def split_by_link_source(features, gold, rankings, retrievers) -> dict:
+  """{link source: {system: metrics.score_rankings}} of the held-out mentions by where their
+  link was written (schema.LINK_SOURCES: prose, table cells, template values, ...); {} for
+  an extraction without link sources. Table cells and running text are different tasks (a
+  cell's sentence is the cell), and an input's mix of them moves the held-out figures."""
+  by_source: Dict[str, List[int]] = {}
+  for i, f in enumerate(features):
+    by_source.setdefault(f.get(schema.LINK_SOURCE, ""), []).append(i)
+  if set(by_source) <= {""}:
+    return {}
+  return {source or "unknown": _score_subset(keep, gold, rankings, retrievers)
+          for source, keep in sorted(by_source.items())}
 
 
 def _score_subset(keep: Sequence[int], gold, rankings, retrievers) -> dict:
@@ -366,6 +383,9 @@ def evaluate_workspace(root: str, dataset_specs: Sequence[str] = (), max_mention
           gold, all_rankings, retrievers, ws.extract)
       section["ambiguous_spans"] = split_ambiguous_spans(features, gold, all_rankings,
                                                          retrievers)
+      by_source = split_by_link_source(features, gold, all_rankings, retrievers)
+      if by_source:
+        section["by_link_source"] = by_source
     rankings = all_rankings["DEER"]
     misses.extend(_deer_misses(name, features, gold, rankings, retrievers))
     report["datasets"][name] = section

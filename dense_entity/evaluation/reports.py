@@ -70,6 +70,19 @@ def format_markdown(report: dict) -> str:
             f"{split[part][system][f'recall@{k}']:.3f}" for part in ("seen", "unseen")
             for k in KS) + " |")
       lines.append("")
+    by_source = section.get("by_link_source")
+    if by_source:
+      lines += ["In-KB recall by where the link was written (prose: running text; table: a "
+                "cell, whose sentence is the cell; template: infobox values, citations):", "",
+                "| link source | mentions in KB | " + " | ".join(
+                    f"{system} R@1 / R@100" for system in systems_of(
+                        next(iter(by_source.values())))) + " |",
+                "|---|---|" + "---|" * len(systems_of(next(iter(by_source.values()))))]
+      for source, systems in by_source.items():
+        lines.append(f"| {source} | {systems['DEER']['num_in_kb']} | " + " | ".join(
+            f"{systems[system]['recall@1']:.3f} / {systems[system]['recall@100']:.3f}"
+            for system in systems_of(systems)) + " |")
+      lines.append("")
     lines += nil_markdown(section.get("nil"))
     ambiguous = section.get("ambiguous_spans")
     if ambiguous and ambiguous["num_mentions"]:

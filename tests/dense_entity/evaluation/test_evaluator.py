@@ -37,6 +37,43 @@ def test_split_by_training_gold(tmp_path):
   assert unseen["recall@1"] == 0.5 and unseen["recall@10"] == 1.0
 
 
+def test_split_by_link_source_scores_each_source_apart():
+  kb_titles = {"Ore River", "Port Alder"}
+  retrievers = types.SimpleNamespace(resolver=titles.TitleResolver(kb_titles, {}),
+                                     kb_titles=kb_titles)
+  features = [{schema.LINK_SOURCE: s} for s in ("prose", "table", "prose", "table")]
+  gold = ["Ore River", "Port Alder", "Port Alder", "Ore River"]
+  ranked = [["Ore River"], ["Ore River", "Port Alder"], ["Port Alder"], ["Port Alder"]]
+  split = evaluator.split_by_link_source(features, gold, {"DEER": ranked, "BM25": ranked},
+                                         retrievers)
+  assert list(split) == ["prose", "table"]
+  assert split["prose"]["DEER"]["recall@1"] == 1.0 and split["prose"]["DEER"]["num_in_kb"] == 2
+  assert split["table"]["BM25"]["recall@1"] == 0.0 and split["table"]["BM25"]["recall@10"] == 0.5
+  # Records of older extractions have no link source: no split.
+  assert evaluator.split_by_link_source([{schema.LINK_SOURCE: ""}] * 4, gold,
+                                        {"DEER": ranked}, retrievers) == {}
+
+
+def test_heldout_report_splits_by_link_source_when_the_records_have_one(tmp_path):
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from tests.dense_entity.retrieval import test_retriever  # pylint: disable=g-import-not-at-top
+  root = test_retriever.build_tiny_workspace(tmp_path / "ws")
+  path = tf.io.gfile.glob(os.path.join(root, "extract", schema.HELDOUT_MENTIONS_PREFIX + "-*"))[0]
+  with tf.io.TFRecordWriter(path) as w:
+    for i, row in enumerate(testutil.MENTIONS):
+      w.write(testutil.mention_example(row, mention_id=f"1:{i}",
+                                       link_source="table" if i % 2 else "prose")
+              .SerializeToString())
+  held = evaluator.read_heldout_mentions(os.path.join(root, "extract"))
+  assert [m[schema.LINK_SOURCE] for m in held] == ["prose", "table"] * 4
+  report = evaluator.evaluate_workspace(str(root))
+  split = report["datasets"]["heldout"]["by_link_source"]
+  assert sorted(split) == ["prose", "table"]
+  assert split["prose"]["DEER"]["num_in_kb"] + split["table"]["DEER"]["num_in_kb"] == (
+      report["datasets"]["heldout"]["num_in_kb"])
+  assert "| prose | 4 | " in reports.format_markdown(report)
+
+
 def test_split_ambiguous_spans_keeps_aliases_of_several_entities_and_blanks_contexts():
   from dense_entity.evaluation import baselines  # pylint: disable=g-import-not-at-top
   table = baselines.AliasTable({"georgia": {"Georgia (country)": 4, "Georgia (U.S. state)": 2},
