@@ -76,10 +76,18 @@ STAGING_OWNER_FILE = ".owner.json"
 STALE_STAGING_AGE_S = 24 * 3600
 
 
+# Counter objects by name, made once per process: a Beam counter finds the running step's
+# metrics when it is incremented, so one object serves every step and bundle.
+_COUNTERS = {}
+
+
 def _count(name: str, n: int = 1) -> None:
   """Increments the Beam counter `name` (also reported in stats.json)."""
   if n:
-    Metrics.counter(COUNTER_NAMESPACE, name).inc(n)
+    counter = _COUNTERS.get(name)
+    if counter is None:
+      counter = _COUNTERS[name] = Metrics.counter(COUNTER_NAMESPACE, name)
+    counter.inc(n)
 
 
 def fingerprint_fraction(key: str) -> float:
