@@ -6,7 +6,7 @@ in the same run, each in its own subprocess so that its peak memory is its own:
 - ours, parse: beam_pipelines.dumps.xml_dump.iter_pages over every file and
   beam_pipelines.parsers.wikitext.parse_article on every article (namespace 0, not a
   redirect): plain text, mentions (links with offsets), categories, first paragraph. The
-  per-page work of the pipeline, without Beam.
+  per-page work of the pipeline, without Beam (after gc.freeze(), as ParsePageFn.setup).
 - ours, pipeline: beam_pipelines.pipelines.extraction.run with the options extract_wikipedia
   runs with (beam_io.default_pipeline_options: Beam's local FnApiRunner, without the
   DirectRunner's attempt to download and start Prism first), in_memory with 1 worker and
@@ -33,6 +33,7 @@ Usage (from the repository root):
       [--long_page_mb=0.5,5]
 """
 
+import gc
 import glob
 import json
 import os
@@ -75,6 +76,7 @@ def _work_ours_parse(files: Sequence[str], _) -> Dict[str, float]:
   from beam_pipelines.parsers import namespaces
   from beam_pipelines.parsers import wikitext
   # pylint: enable=g-import-not-at-top
+  gc.freeze()  # as extraction.ParsePageFn.setup does before parsing
   start = time.perf_counter()
   pages = articles = links = 0
   for path in files:
