@@ -7,8 +7,9 @@ a page, most of it in the nodes' property setters, each of which calls
 mwparserfromhell.utils.parse_anything (four imports, then type checks) on values that are
 already Wikicode. `FastBuilder` builds the same nodes without those setters: it creates each
 node and sets the attributes its constructor would set, for the nodes the tokenizer produces
-most (text, links, templates, parameters, tags, headings, external links, arguments); comments,
-HTML entities and tag attributes are built by mwparserfromhell's own handlers.
+most (text, links, templates, parameters, tags and their quoted attributes, headings, external
+links, arguments); comments, HTML entities and unquoted attributes are built by
+mwparserfromhell's own handlers and constructors.
 
 The tree is the one mwparserfromhell.parse gives, attribute for attribute: `parse` checks
 this once per process on a sample that holds every kind of node (`_self_check`, comparing the
@@ -39,7 +40,7 @@ _new = object.__new__
 _Text, _Wikilink, _Template, _Tag = (mw_nodes.Text, mw_nodes.Wikilink, mw_nodes.Template,
                                      mw_nodes.Tag)
 _Heading, _ExternalLink, _Argument = mw_nodes.Heading, mw_nodes.ExternalLink, mw_nodes.Argument
-_Parameter = mw_nodes.extras.Parameter
+_Parameter, _Attribute = mw_nodes.extras.Parameter, mw_nodes.extras.Attribute
 
 
 def _code(nodes: List) -> Wikicode:
@@ -200,6 +201,41 @@ class FastBuilder(mw_builder.Builder):
       self._stacks[-1].append(self._handle_token(token))
     raise mw_builder.ParserError("_handle_heading() missed a close token")
 
+  def _handle_attribute(self, start):
+    name = quotes = None
+    self._push()
+    stack = self._tokens
+    while stack:
+      token = stack.pop()
+      kind = type(token)
+      if kind is tokens.TagAttrEquals:
+        name = self._pop()
+        self._push()
+      elif kind is tokens.TagAttrQuote:
+        quotes = token.get("char")
+      elif (kind is tokens.TagAttrStart or kind is tokens.TagCloseOpen
+            or kind is tokens.TagCloseSelfclose):
+        stack.append(token)
+        if name:
+          value = self._pop()
+        else:
+          name, value = self._pop(), None
+        pads = (start.get("pad_first"), start.get("pad_before_eq"), start.get("pad_after_eq"))
+        if (quotes not in ('"', "'") and (quotes or value is not None)) or any(
+            pad and (type(pad) is not str or not pad.isspace()) for pad in pads):
+          # Unquoted values and odd paddings: the constructor's checks (and errors).
+          return _Attribute(name, value, quotes, *pads)
+        # What Attribute.__init__ leaves: its quotes setter overrides what its value setter
+        # chose, and checks only what a quoted value never fails.
+        node = _new(_Attribute)
+        node._name, node._value, node._quotes = name, value, quotes if quotes else None
+        node._pad_first, node._pad_before_eq, node._pad_after_eq = (
+            pad if pad else "" for pad in pads)
+        return node
+      else:
+        self._stacks[-1].append(self._handle_token(token))
+    raise mw_builder.ParserError("_handle_attribute() missed a close token")
+
   def _handle_tag(self, token):
     tag = None
     padding = None
@@ -284,7 +320,7 @@ _SAMPLE = """== Head ==
 Text '''bold''' ''it'' [[Link]] [[Link|text [[nested]]]]s {{Tpl|a|b=c|{{inner|x}}|d}}
 {{{arg}}} {{{arg|default [[x]]}}} [http://e.com title] [http://e.com] http://bare.org
 &amp; &#123; &#x1F; <!-- comment --> <ref name="n" group = 'g'>cite [[In ref]]</ref>
-<br/> <br> <references /> <span style="x">s</span> <b>unclosed
+<br/> <br> <references /> <span style="x">s</span> <b>unclosed <div class=x id = "a b" hidden>z</div>
 * item
 # item
 ; term : def
