@@ -72,9 +72,18 @@ _COUNTER_PREFIX = {ARTICLE: "articles", DESCRIPTION: "descriptions", MENTION: "m
 _QUALIFIED = re.compile(r"^(.*\S) \(([^()]*)\)$")
 
 
+# Counter objects by name, made once per process: a Beam counter finds the running step's
+# metrics when it is incremented, so one object serves every step and bundle.
+_COUNTERS = {}
+
+
 def _count(name: str, n: int = 1) -> None:
+  """Increments the Beam counter `name` (reported in stats.json)."""
   if n:
-    Metrics.counter(COUNTER_NAMESPACE, name).inc(n)
+    counter = _COUNTERS.get(name)
+    if counter is None:
+      counter = _COUNTERS[name] = Metrics.counter(COUNTER_NAMESPACE, name)
+    counter.inc(n)
 
 
 def split_qualifier(key: str) -> Tuple[str, Optional[str]]:
