@@ -98,6 +98,12 @@ class Trainer:
           f"{os.path.join(extract_dir, schema.MANIFEST_FILE)}: {num_train} training mentions, "
           f"fewer than one batch of {cfg.train.batch_size} (pages skipped by the extraction: "
           f"{manifest.get('pages_skipped', 0)}); nothing to train on")
+    self.train_files = records.record_files(extract_dir, schema.TRAIN_MENTIONS_PREFIX)
+    # The link sources trained on (cfg holds a resumed run's own, run_config), checked and
+    # counted before model_dir is written.
+    self.link_sources = config_lib.link_sources(cfg.train)
+    if self.link_sources:
+      num_train = self._count_kept_mentions(cfg.train.batch_size)
     extraction = provenance.extraction_identity(extract_dir)
     if tf.io.gfile.exists(os.path.join(model_dir, config_lib.CONFIG_FILE)):
       # Resuming: the same model and data as the checkpoint, or a one-line error naming the
@@ -151,10 +157,6 @@ class Trainer:
           layer.set_document_frequencies(df, n)
           logging.info("%s channel: IDF from %d entities, %d weighted rows", key, n,
                        int(np.count_nonzero(df)))
-    self.train_files = records.record_files(extract_dir, schema.TRAIN_MENTIONS_PREFIX)
-    self.link_sources = config_lib.link_sources(tc)
-    if self.link_sources:
-      num_train = self._count_kept_mentions()
     heldout = tf.io.gfile.glob(os.path.join(extract_dir, schema.HELDOUT_MENTIONS_PREFIX + "-*"))
     self.heldout_files = sorted(heldout)
     self.summaries = hooks.Summaries(model_dir)
@@ -180,7 +182,7 @@ class Trainer:
     recall, self.last_heldout_auc = self._evaluator.evaluate()
     return recall
 
-  def _count_kept_mentions(self) -> int:
+  def _count_kept_mentions(self, batch_size: int) -> int:
     """Training mentions whose link source TrainConfig.link_sources keeps (logged by source).
 
     Raises:
@@ -190,11 +192,11 @@ class Trainer:
     kept = sum(n for source, n in counts.items() if source in self.link_sources)
     logging.info("link sources %s: %d of %d training mentions kept (by source: %s)",
                  ",".join(self.link_sources), kept, sum(counts.values()), counts)
-    if kept < self.cfg.train.batch_size:
+    if kept < batch_size:
       found = ", ".join(f"{s or 'none (older extraction)'}: {n}" for s, n in sorted(counts.items()))
       raise ValueError(
           f"link_sources={','.join(self.link_sources)} keeps {kept} of the training mentions "
-          f"of {self.extract_dir}, fewer than one batch of {self.cfg.train.batch_size} (link "
+          f"of {self.extract_dir}, fewer than one batch of {batch_size} (link "
           f"sources found: {found})")
     return kept
 

@@ -76,6 +76,7 @@ def test_a_filter_that_keeps_too_few_mentions_names_the_sources_found(extract, t
   with pytest.raises(ValueError, match=r"keeps 0 of the training mentions.*prose: 16, "
                                        r"table: 8, template: 8"):
     trainer_lib.Trainer(_cfg("gallery"), extract, str(tmp_path / "model"))
+  assert not (tmp_path / "model").exists()  # refused before anything is written
 
 
 def test_an_older_extraction_without_link_sources_is_refused_by_a_filter(tmp_path):
