@@ -119,47 +119,35 @@ class FastBuilder(mw_builder.Builder):
         self._stacks[-1].append(self._handle_token(token))
     raise mw_builder.ParserError("_handle_template() missed a close token")
 
-  def _handle_argument(self, token):
-    name = None
+  def _two_parts(self, separator, close, handler: str):
+    """The code before and after the first `separator` token up to `close` (the second None
+    when there is no separator), as mwparserfromhell's _handle_argument/_handle_wikilink."""
+    first = None
     self._push()
     stack = self._tokens
     while stack:
       token = stack.pop()
       kind = type(token)
-      if kind is tokens.ArgumentSeparator:
-        name = self._pop()
+      if kind is separator:
+        first = self._pop()
         self._push()
-      elif kind is tokens.ArgumentClose:
-        node = _new(_Argument)
-        if name is not None:
-          node._name, node._default = name, self._pop()
-        else:
-          node._name, node._default = self._pop(), None
-        return node
+      elif kind is close:
+        return (first, self._pop()) if first is not None else (self._pop(), None)
       else:
         self._stacks[-1].append(self._handle_token(token))
-    raise mw_builder.ParserError("_handle_argument() missed a close token")
+    raise mw_builder.ParserError(f"{handler}() missed a close token")
+
+  def _handle_argument(self, token):
+    node = _new(_Argument)
+    node._name, node._default = self._two_parts(tokens.ArgumentSeparator, tokens.ArgumentClose,
+                                                 "_handle_argument")
+    return node
 
   def _handle_wikilink(self, token):
-    title = None
-    self._push()
-    stack = self._tokens
-    while stack:
-      token = stack.pop()
-      kind = type(token)
-      if kind is tokens.WikilinkSeparator:
-        title = self._pop()
-        self._push()
-      elif kind is tokens.WikilinkClose:
-        node = _new(_Wikilink)
-        if title is not None:
-          node._title, node._text = title, self._pop()
-        else:
-          node._title, node._text = self._pop(), None
-        return node
-      else:
-        self._stacks[-1].append(self._handle_token(token))
-    raise mw_builder.ParserError("_handle_wikilink() missed a close token")
+    node = _new(_Wikilink)
+    node._title, node._text = self._two_parts(tokens.WikilinkSeparator, tokens.WikilinkClose,
+                                              "_handle_wikilink")
+    return node
 
   def _handle_external_link(self, token):
     brackets, url, suppress_space = token.get("brackets"), None, None
