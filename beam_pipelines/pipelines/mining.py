@@ -110,7 +110,8 @@ def _strings(example: tf.train.Example, name: str) -> List[str]:
 def parse_mention(serialized: bytes) -> Dict[str, str]:
   ex = tf.train.Example.FromString(serialized)
   out = {n: (_strings(ex, n) or [""])[0]
-         for n in schema.MENTION_FEATURES + (schema.ENTITY_TITLE, schema.MENTION_ID)}
+         for n in schema.MENTION_FEATURES + (schema.ENTITY_TITLE, schema.MENTION_ID,
+                                             schema.LINK_SOURCE)}
   return out
 
 
@@ -216,13 +217,11 @@ def _earliest(element):
   return key, versions[0][1]
 
 
-def keep_link_source(serialized: bytes, link_sources: Sequence[str]) -> bool:
-  """Whether a mention record's link source (schema.LINK_SOURCE) is one of `link_sources`
-  (always, when that is empty); counts 'mentions_skipped_link_source' otherwise."""
-  if not link_sources:
-    return True
-  source = (_strings(tf.train.Example.FromString(serialized), schema.LINK_SOURCE) or [""])[0]
-  if source in link_sources:
+def keep_link_source(mention: Dict[str, str], link_sources: Sequence[str]) -> bool:
+  """Whether a parsed mention's link source (schema.LINK_SOURCE, '' in older extractions) is
+  one of `link_sources` (always, when that is empty); counts 'mentions_skipped_link_source'
+  otherwise."""
+  if not link_sources or mention[schema.LINK_SOURCE] in link_sources:
     return True
   Metrics.counter(_NAMESPACE, "mentions_skipped_link_source").inc()
   return False
@@ -243,8 +242,8 @@ def build_pipeline(pipeline, export_dir: str, index_dir: str, extract_dir: str, 
   mentions = (pipeline
               | "MentionFiles" >> beam.Create(mention_files)
               | "ReadMentions" >> beam.io.ReadAllFromTFRecord()
-              | "KeepLinkSources" >> beam.Filter(keep_link_source, tuple(link_sources))
               | "ParseMentions" >> beam.Map(parse_mention)
+              | "KeepLinkSources" >> beam.Filter(keep_link_source, tuple(link_sources))
               | "Batch" >> beam.BatchElements(min_batch_size=batch_size,
                                               max_batch_size=batch_size))
   negatives = mentions | "Mine" >> beam.ParDo(MineFn(
