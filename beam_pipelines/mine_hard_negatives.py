@@ -27,16 +27,13 @@ entry.quiet_native_logs()  # before beam_io loads TensorFlow: no native INFO/ERR
 
 from beam_pipelines.pipelines import beam_io  # pylint: disable=wrong-import-position
 from beam_pipelines.pipelines import mining  # pylint: disable=wrong-import-position
-from dense_entity.kb import schema  # pylint: disable=wrong-import-position
+from dense_entity.modeling import config as config_lib  # pylint: disable=wrong-import-position
 
 
 def main(argv):
   from absl import flags  # pylint: disable=g-import-not-at-top
   f = flags.FLAGS
-  link_sources = [s.strip() for s in f.link_sources.split(",") if s.strip()]
-  unknown = [s for s in link_sources if s not in schema.LINK_SOURCES]
-  if unknown:
-    raise ValueError(f"--link_sources: {unknown} unknown; known: {', '.join(schema.LINK_SOURCES)}")
+  link_sources = config_lib.parse_link_sources(f.link_sources, "--link_sources")
   stats = mining.run(f.export_dir, f.index_dir, f.extract_dir, f.output_dir, f.round,
                      f.previous_dir, f.index_kind, f.k,
                      beam_io.default_pipeline_options(argv[1:], own_flags=list(f)),

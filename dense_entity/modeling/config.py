@@ -161,19 +161,23 @@ def from_dict(d: dict) -> ExperimentConfig:
 CONFIG_FILE = "config.json"
 
 
-def link_sources(train_config: TrainConfig) -> Tuple[str, ...]:
-  """TrainConfig.link_sources as names: 'prose,template' -> ('prose', 'template'); '' -> ()
-  (all sources).
+def parse_link_sources(value: str, what: str = "link_sources") -> Tuple[str, ...]:
+  """'prose,template' -> ('prose', 'template'); '' -> () (all sources).
 
   Raises:
-    ValueError: for a name not in schema.LINK_SOURCES, naming it.
+    ValueError: for a name not in schema.LINK_SOURCES, naming it and `what` (the setting or
+      flag it came from).
   """
-  names = tuple(dict.fromkeys(n.strip() for n in train_config.link_sources.split(",")
-                              if n.strip()))
+  names = tuple(dict.fromkeys(n.strip() for n in value.split(",") if n.strip()))
   unknown = [n for n in names if n not in schema.LINK_SOURCES]
   if unknown:
-    raise ValueError(f"link_sources: {unknown} unknown; known: {', '.join(schema.LINK_SOURCES)}")
+    raise ValueError(f"{what}: {unknown} unknown; known: {', '.join(schema.LINK_SOURCES)}")
   return names
+
+
+def link_sources(train_config: TrainConfig) -> Tuple[str, ...]:
+  """TrainConfig.link_sources as names (parse_link_sources); () trains on all sources."""
+  return parse_link_sources(train_config.link_sources)
 
 
 def validate(config: ExperimentConfig) -> None:
