@@ -74,6 +74,11 @@ flags.DEFINE_bool("train_redirects_hold_out_span", True, "With --train_redirects
                   "channel then cannot copy it); false keeps them all, as at inference.")
 flags.DEFINE_string("hard_negatives", None, "Directory of a mining round's output "
                     "(WS/negatives/round_N): train with the softmax and logistic tasks.")
+flags.DEFINE_integer("hard_negatives_max_gold_rank", -1, "With --hard_negatives: train only "
+                     "on the pairs of mentions whose gold entity ranked at most this (0-based) "
+                     "among the k entities searched when they were mined (k - 1 = 9: leave out "
+                     "the mentions whose gold was not found, all of whose k neighbours would "
+                     "be negatives); -1: every pair, the paper's rule.", lower_bound=-1)
 
 
 MODEL_FLAGS = ("share_span_title_encoder", "char_ngrams", "zero_init_buckets",
@@ -125,6 +130,8 @@ def main(argv):
   fileio.check_output_dir(FLAGS.model_dir, fileio.MODEL, "--model_dir")
   records.require_extraction(FLAGS.extract_dir)
   negative_files, mining_round = hard_negative_files(FLAGS.hard_negatives)
+  if FLAGS.hard_negatives_max_gold_rank >= 0 and not FLAGS.hard_negatives:
+    raise ValueError("--hard_negatives_max_gold_rank is given without --hard_negatives")
   cfg = config_from_flags()
   config_lib.validate(cfg)
   # name -> (examples, fraction, stage record) of each labeled split.
@@ -159,7 +166,8 @@ def main(argv):
   strategy = distribute_utils.get_strategy(FLAGS.strategy, FLAGS.tpu, FLAGS.num_cpu_devices)
   trainer = trainer_lib.Trainer(cfg, FLAGS.extract_dir, FLAGS.model_dir, strategy)
   if negative_files:
-    trainer.set_hard_negatives(negative_files, mining_round)
+    trainer.set_hard_negatives(negative_files, mining_round,
+                               max_gold_rank=FLAGS.hard_negatives_max_gold_rank)
   start = int(trainer.step.numpy())
   for name, (examples, split_fraction, _) in splits.items():
     trainer.set_labeled_mentions(examples, split_fraction, name=name)

@@ -10,6 +10,10 @@ featurizer is the exported graph itself; entities are searched in an index built
 export (export.encode_entities), checked by its model fingerprint. On a big KB point
 `index_dir` at a ScaNN AH+tree index; workers load it once each.
 
+Each pair record keeps the gold entity's rank among the k searched (schema.GOLD_RANK, k when
+the gold was not among them), so training can leave out the pairs of mentions whose gold the
+model did not find (`train --hard_negatives_max_gold_rank`) without mining again.
+
 `build_pipeline` adds the graph to a pipeline; `run` runs one round and publishes
 OUTPUT_DIR/hard_negatives-SSSSS-of-NNNNN.tfrecord (dense_entity.kb.schema pair records, all
 rounds so far), stats.json and, written last, MANIFEST.json. The command line is
@@ -26,6 +30,7 @@ from typing import Dict, List, Optional, Sequence
 
 import apache_beam as beam
 from apache_beam.metrics.metric import Metrics, MetricsFilter
+from apache_beam.utils import shared
 import tensorflow as tf
 
 from beam_pipelines.pipelines import beam_io
@@ -94,6 +99,19 @@ def select_hard_negatives(ranked: Sequence[str], gold: str,
   return negatives
 
 
+def gold_rank(ranked: Sequence[str], gold: str,
+              redirects: Optional[Dict[str, str]] = None) -> int:
+  """The gold entity's rank (0-based) in `ranked`, titles resolved through `redirects` as
+  select_hard_negatives resolves them; len(ranked) when it is not there."""
+  redirects = redirects or {}
+  resolve = lambda t: resolve_redirect(t, redirects) or t
+  gold = resolve(gold)
+  for rank, title in enumerate(ranked):
+    if resolve(title) == gold:
+      return rank
+  return len(ranked)
+
+
 def _bytes(values):
   return tf.train.Feature(bytes_list=tf.train.BytesList(
       value=[v.encode("utf-8") for v in values]))
@@ -122,63 +140,94 @@ def parse_entity(serialized: bytes):
            _strings(ex, schema.ENTITY_CATEGORIES), _strings(ex, schema.ENTITY_ALIASES)))
 
 
+class _MiningModel:
+  """What every MineFn of a worker process shares: the mention encoder, the index (gigabytes
+  at 6M entities), its titles and the redirects. A class, not a tuple: Beam's Shared holds
+  its objects by weak reference."""
+
+  def __init__(self, export_dir: str, index_dir: str, index_kind: str,
+               redirects_path: Optional[str]):
+    # Imported here: workers import the package when they start, not when the graph is built.
+    from dense_entity.retrieval import index_builder  # pylint: disable=g-import-not-at-top
+    from dense_entity.retrieval import index as index_lib  # pylint: disable=g-import-not-at-top
+    from dense_entity.serving import savedmodel  # pylint: disable=g-import-not-at-top
+    manifest = savedmodel.read_manifest(export_dir)
+    self.encoder = savedmodel.load_encoder(
+        os.path.join(export_dir, savedmodel.MENTION_ENCODER_DIR))
+    self.index = index_lib.load_index(
+        index_dir, index_kind,
+        expected_model_fingerprint=manifest["model_fingerprint"],
+        expected_dim=manifest["encoding_dim"])
+    self.titles = index_builder.read_titles(
+        os.path.join(index_dir, index_lib.TITLES_FILENAME))
+    self.redirects = {}
+    if redirects_path and os.path.exists(redirects_path):
+      with open(redirects_path, encoding="utf-8") as f:
+        for line in f:
+          parts = line.rstrip("\n").split("\t")
+          if len(parts) == 2:
+            self.redirects[parts[0]] = parts[1]
+
+
 class MineFn(beam.DoFn):
-  """Batches of mentions -> (negative title, (mention, round)) for each hard negative."""
+  """Batches of mentions -> (negative title, (mention, round, gold rank)) for each hard
+  negative.
+
+  The encoder and the index are loaded once per worker process and shared by all its threads
+  and DoFn instances (apache_beam.utils.shared.Shared, as RunInference shares large models), so
+  a worker holds one copy of a 6M-entity index however many threads it runs.
+  """
 
   def __init__(self, export_dir: str, index_dir: str, index_kind: str, k: int, round_: int,
                redirects_path: Optional[str]):
     super().__init__()
     self._export_dir, self._index_dir, self._index_kind = export_dir, index_dir, index_kind
     self._k, self._round, self._redirects_path = k, round_, redirects_path
+    self._shared_handle = shared.Shared()
+    self._model = None
     self._mined = Metrics.counter(_NAMESPACE, "mentions_mined")
     self._top1 = Metrics.counter(_NAMESPACE, "gold_ranked_first")
     self._absent = Metrics.counter(_NAMESPACE, "gold_not_in_top_k")
     self._pairs = Metrics.counter(_NAMESPACE, "negative_pairs_found")
+    self._absent_pairs = Metrics.counter(_NAMESPACE, "negative_pairs_gold_not_in_top_k")
     self._variants = Metrics.counter(_NAMESPACE, "skipped_spelling_variant_of_gold")
 
   def setup(self):
-    # Imported here: workers import the package when they start, not when the graph is built.
-    from dense_entity.retrieval import index_builder  # pylint: disable=g-import-not-at-top
-    from dense_entity.retrieval import index as index_lib  # pylint: disable=g-import-not-at-top
-    from dense_entity.serving import savedmodel  # pylint: disable=g-import-not-at-top
-    manifest = savedmodel.read_manifest(self._export_dir)
-    self._encoder = savedmodel.load_encoder(
-        os.path.join(self._export_dir, savedmodel.MENTION_ENCODER_DIR))
-    self._index = index_lib.load_index(
-        self._index_dir, self._index_kind,
-        expected_model_fingerprint=manifest["model_fingerprint"],
-        expected_dim=manifest["encoding_dim"])
-    self._titles = index_builder.read_titles(
-        os.path.join(self._index_dir, index_lib.TITLES_FILENAME))
-    self._redirects = {}
-    if self._redirects_path and os.path.exists(self._redirects_path):
-      with open(self._redirects_path, encoding="utf-8") as f:
-        for line in f:
-          parts = line.rstrip("\n").split("\t")
-          if len(parts) == 2:
-            self._redirects[parts[0]] = parts[1]
+    # The tag names what is loaded: another index or export in the same process is another
+    # shared object.
+    tag = "\t".join((self._export_dir, self._index_dir, self._index_kind))
+    self._model = self._shared_handle.acquire(
+        lambda: _MiningModel(self._export_dir, self._index_dir, self._index_kind,
+                             self._redirects_path), tag=tag)
 
   def process(self, batch):
-    encodings = self._encoder({n: [m[n] for m in batch] for n in schema.MENTION_FEATURES})
-    ids, _ = self._index.search(encodings, self._k)
+    model = self._model
+    encodings = model.encoder({n: [m[n] for m in batch] for n in schema.MENTION_FEATURES})
+    ids, _ = model.index.search(encodings, self._k)
     for mention, row in zip(batch, ids):
-      ranked = [self._titles[i] for i in row]
+      ranked = [model.titles[i] for i in row]
       gold = mention[schema.ENTITY_TITLE]
+      rank = gold_rank(ranked, gold, model.redirects)
       self._mined.inc()
-      if ranked and ranked[0] == gold:
+      if rank == 0:
         self._top1.inc()
-      elif gold not in ranked:
+      elif rank == len(ranked):
         self._absent.inc()
       skipped = {}
-      for title in select_hard_negatives(ranked, gold, self._redirects, skipped):
+      for title in select_hard_negatives(ranked, gold, model.redirects, skipped):
         self._pairs.inc()
-        yield title, (mention, self._round)
+        if rank == len(ranked):
+          self._absent_pairs.inc()
+        yield title, (mention, self._round, rank)
       if skipped:
         self._variants.inc(skipped["spelling_variant_of_gold"])
 
 
 def pair_example(mention: Dict[str, str], title: str, text: str, categories: List[str],
-                 round_: int, aliases: Sequence[str] = ()) -> tf.train.Example:
+                 round_: int, aliases: Sequence[str] = (),
+                 gold_rank_: int = -1) -> tf.train.Example:
+  """A hard negative pair record (schema.py): the mention, the negative entity, the gold
+  title, label 0, the round and, when >= 0, the gold's rank when it was mined."""
   feats = {n: _bytes([mention[n]]) for n in schema.MENTION_FEATURES}
   feats.update({
       schema.ENTITY_TITLE: _bytes([title]), schema.ENTITY_TEXT: _bytes([text]),
@@ -186,6 +235,8 @@ def pair_example(mention: Dict[str, str], title: str, text: str, categories: Lis
       schema.GOLD_ENTITY: _bytes([mention[schema.ENTITY_TITLE]]),
       schema.MENTION_ID: _bytes([mention[schema.MENTION_ID]]),
       schema.PAIR_LABEL: _int(0), schema.MINING_ROUND: _int(round_)})
+  if gold_rank_ >= 0:
+    feats[schema.GOLD_RANK] = _int(gold_rank_)
   return tf.train.Example(features=tf.train.Features(feature=feats))
 
 
@@ -197,8 +248,8 @@ def _join(element):
         len(list(grouped["negative"])))
     return
   text, categories, aliases = entities[0]
-  for mention, round_ in grouped["negative"]:
-    ex = pair_example(mention, title, text, categories, round_, aliases)
+  for mention, round_, rank in grouped["negative"]:
+    ex = pair_example(mention, title, text, categories, round_, aliases, rank)
     yield f"{mention[schema.MENTION_ID]}\t{title}", (round_, ex.SerializeToString())
 
 

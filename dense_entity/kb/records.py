@@ -107,6 +107,30 @@ def keep_link_sources(records: tf.data.Dataset,
   return records.filter(kept)
 
 
+def keep_max_gold_rank(records: tf.data.Dataset, max_gold_rank: int) -> tf.data.Dataset:
+  """Serialized hard negative pair records -> those mined from mentions whose gold entity
+  ranked at most `max_gold_rank` (schema.GOLD_RANK, 0-based); all of them when
+  `max_gold_rank` < 0. Records without the feature (mined before it was recorded) are
+  dropped by any limit: check with `pairs_have_gold_rank` first."""
+  if max_gold_rank < 0:
+    return records
+  spec = {schema.GOLD_RANK: tf.io.FixedLenFeature([], tf.int64, default_value=-1)}
+
+  def kept(record):
+    rank = tf.io.parse_single_example(record, spec)[schema.GOLD_RANK]
+    return tf.logical_and(rank >= 0, rank <= max_gold_rank)
+
+  return records.filter(kept)
+
+
+def pairs_have_gold_rank(files: List[str]) -> bool:
+  """Whether the first record of hard negative pair `files` has schema.GOLD_RANK (rounds
+  mined before it was recorded have none); False when there is no record."""
+  for record in tf.data.TFRecordDataset(files).take(1):
+    return schema.GOLD_RANK in tf.train.Example.FromString(record.numpy()).features.feature
+  return False
+
+
 def count_link_sources(files: List[str]) -> dict:
   """{link source: records} of mention record files ('' for records without one)."""
   counts: dict = {}
@@ -122,7 +146,8 @@ def count_link_sources(files: List[str]) -> dict:
 def mention_dataset(files: List[str], batch_size: int, shuffle_buffer: int = 0,
                     repeat: bool = False, seed: int = 1,
                     drop_remainder: bool = False, shard=(1, 0),
-                    link_sources: Sequence[str] = ()) -> tf.data.Dataset:
+                    link_sources: Sequence[str] = (),
+                    max_gold_rank: int = -1) -> tf.data.Dataset:
   """Batches of mention examples with their gold entity's features.
 
   Args:
@@ -136,6 +161,8 @@ def mention_dataset(files: List[str], batch_size: int, shuffle_buffer: int = 0,
       several workers).
     link_sources: keep only mentions whose link was written there (keep_link_sources); empty:
       all.
+    max_gold_rank: hard negative pair records only: keep the pairs whose gold ranked at most
+      this (keep_max_gold_rank); < 0: all.
 
   Returns:
     A dataset of dicts: the 4 mention features and the 4 entity features as tf.string
@@ -149,6 +176,7 @@ def mention_dataset(files: List[str], batch_size: int, shuffle_buffer: int = 0,
   ds = ds.interleave(tf.data.TFRecordDataset, cycle_length=min(4, len(files)),
                      num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
   ds = keep_link_sources(ds, link_sources)
+  ds = keep_max_gold_rank(ds, max_gold_rank)
   if repeat:
     ds = ds.repeat()
   if shuffle_buffer:

@@ -62,4 +62,7 @@ MANIFEST_FILE = "MANIFEST.json"
 GOLD_ENTITY = "gold_entity"  # bytes, the mention's gold entity (never equal to ENTITY_TITLE)
 PAIR_LABEL = "pair_label"  # int64, 0 for a hard negative
 MINING_ROUND = "mining_round"  # int64, the round that first found the pair
+# int64, the gold entity's rank (0-based) among the k entities searched when the pair was mined,
+# k when it was not among them; absent from pairs mined before it was recorded.
+GOLD_RANK = "gold_rank"
 NEGATIVES_PREFIX = "hard_negatives"

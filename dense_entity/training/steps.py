@@ -27,7 +27,8 @@ from dense_entity.training import optimizers
 def distributed_dataset(strategy: tf.distribute.Strategy, files: List[str],
                         train_config: config_lib.TrainConfig, repeat: bool, shuffle: bool,
                         global_batch: Optional[int] = None,
-                        link_sources: Sequence[str] = ()) -> tf.distribute.DistributedDataset:
+                        link_sources: Sequence[str] = (),
+                        max_gold_rank: int = -1) -> tf.distribute.DistributedDataset:
   """Mention (or hard negative pair) records of `files` in global batches across replicas.
 
   Args:
@@ -39,6 +40,8 @@ def distributed_dataset(strategy: tf.distribute.Strategy, files: List[str],
     global_batch: records per step over all replicas; None: `train_config.batch_size`.
     link_sources: mention records only: keep those whose link was written there
       (records.keep_link_sources; empty: all).
+    max_gold_rank: pair records only: keep those whose gold ranked at most this when mined
+      (records.keep_max_gold_rank; < 0: all).
 
   Returns:
     a distributed dataset of per-replica batches `[global_batch / replicas]` (the last
@@ -54,7 +57,8 @@ def distributed_dataset(strategy: tf.distribute.Strategy, files: List[str],
                                    shuffle_buffer=train_config.shuffle_buffer if shuffle else 0,
                                    repeat=repeat, seed=train_config.seed, drop_remainder=True,
                                    shard=(ctx.num_input_pipelines, ctx.input_pipeline_id),
-                                   link_sources=link_sources)
+                                   link_sources=link_sources,
+                                   max_gold_rank=max_gold_rank)
 
   return strategy.distribute_datasets_from_function(dataset_fn)
 

@@ -163,6 +163,7 @@ class Trainer:
     self._steps = steps_lib.TrainSteps(self.model, self.optimizer, self.strategy, tc, self.step)
     self._train_fn = self._evaluator = None
     self.negative_files: List[str] = []
+    self.max_gold_rank = -1  # set_hard_negatives
     # Labeled splits trained on beside the extraction's mentions: name -> (examples, fraction).
     self.labeled_sources: Dict[str, Tuple[Dict[str, List[bytes]], float]] = {}
     self._num_train_mentions = num_train
@@ -210,7 +211,7 @@ class Trainer:
     return self._num_train_mentions
 
   def set_hard_negatives(self, files: List[str], mining_round: int,
-                         num_pairs: Optional[int] = None):
+                         num_pairs: Optional[int] = None, max_gold_rank: int = -1):
     """Trains from now on with the logistic task on these hard negative pair files.
 
     Pairs are drawn at the rate of the training mentions they were mined from: with P pairs
@@ -222,18 +223,38 @@ class Trainer:
     Args:
       files: TFRecord shards of pair records (beam_pipelines.mine_hard_negatives output).
       mining_round: the round that mined them (>= the checkpoint's round).
-      num_pairs: pairs in `files`; counted when None.
+      num_pairs: pairs in `files` that `max_gold_rank` keeps; counted when None.
+      max_gold_rank: train only on the pairs of mentions whose gold entity ranked at most
+        this (0-based) among the k entities searched when they were mined (schema.GOLD_RANK;
+        k - 1: the gold was found, only the entities above it are negatives); < 0: every
+        pair, the paper's rule. Not in the paper.
 
     Raises:
-      ValueError: when `mining_round` is older than the round the checkpoint was trained on.
+      ValueError: when `mining_round` is older than the round the checkpoint was trained on;
+        with `max_gold_rank` >= 0, when the pairs carry no gold rank (mined before it was
+        recorded) or none is kept.
     """
     if mining_round < int(self.mining_round.numpy()):
       raise ValueError(
           f"hard negatives of mining round {mining_round} given, but the checkpoint in "
           f"{self.model_dir} is already trained on round {int(self.mining_round.numpy())}")
     self.negative_files = sorted(files)
+    self.max_gold_rank = max_gold_rank
+    if max_gold_rank >= 0 and num_pairs is None:
+      if not records.pairs_have_gold_rank(self.negative_files):
+        raise ValueError(
+            f"max_gold_rank={max_gold_rank}: the pairs of mining round {mining_round} "
+            f"({self.negative_files[0] if self.negative_files else 'no files'}) carry no "
+            f"gold rank (mined before it was recorded); mine the round again")
     if num_pairs is None:
-      num_pairs = sum(1 for f in self.negative_files for _ in tf.data.TFRecordDataset(f))
+      kept = records.keep_max_gold_rank(tf.data.TFRecordDataset(self.negative_files),
+                                        max_gold_rank)
+      num_pairs = sum(1 for _ in kept)
+      if not num_pairs:
+        raise ValueError(f"max_gold_rank={max_gold_rank} keeps none of the pairs of mining "
+                         f"round {mining_round}")
+      logging.info("hard negatives of round %d: %d pairs (max_gold_rank %d)", mining_round,
+                   num_pairs, max_gold_rank)
     tc = self.cfg.train
     replicas = self.strategy.num_replicas_in_sync
     per_step = math.ceil(tc.batch_size * num_pairs / max(self.num_train_mentions, 1))
@@ -374,7 +395,7 @@ class Trainer:
       if self.negative_files:
         self._pair_iterator = iter(steps_lib.distributed_dataset(
             self.strategy, self.negative_files, tc, repeat=True, shuffle=True,
-            global_batch=self.pair_batch_size))
+            global_batch=self.pair_batch_size, max_gold_rank=self.max_gold_rank))
     pair_iterator = self._pair_iterator
     iterator = self._train_iterator
     chunk = min(50, tc.eval_every)

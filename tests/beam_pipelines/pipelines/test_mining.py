@@ -34,6 +34,15 @@ def test_gold_absent_from_top_10_gives_all_10():
   assert mining.select_hard_negatives(TOP10, "Gold") == TOP10
 
 
+def test_gold_rank_is_its_place_among_the_k_or_k_when_absent():
+  assert mining.gold_rank(TOP10, "E0") == 0
+  assert mining.gold_rank(TOP10, "E3") == 3
+  assert mining.gold_rank(TOP10, "Gold") == 10
+  # Through redirects, as select_hard_negatives reads them: the redirect is the gold itself.
+  assert mining.gold_rank(["Port Alder", "Ore Stream"], "Ore River",
+                          {"Ore Stream": "Ore River"}) == 1
+
+
 def test_redirect_to_gold_is_never_a_negative():
   # 'Ore Stream' redirects to the gold 'Ore River': it is the gold entity, not a negative.
   ranked = ["Ore Stream", "Port Alder", "Ore River"]
@@ -81,7 +90,8 @@ def _pairs(directory):
                 f[schema.ENTITY_TITLE].bytes_list.value[0].decode(),
                 f[schema.GOLD_ENTITY].bytes_list.value[0].decode(),
                 f[schema.MINING_ROUND].int64_list.value[0],
-                f[schema.PAIR_LABEL].int64_list.value[0]))
+                f[schema.PAIR_LABEL].int64_list.value[0],
+                f[schema.GOLD_RANK].int64_list.value[0]))
   return out
 
 
@@ -104,8 +114,13 @@ def test_mining_rounds_append_and_deduplicate(tiny_workspace):
   assert stats1["mentions_mined"] == len(testutil.MENTIONS) * 4
   assert stats1["pairs"] == len(pairs1) > 0
   assert len(set((m, e) for m, e, *_ in pairs1)) == len(pairs1)
-  for mention_id, entity, gold, round_, label in pairs1:
-    assert entity != gold and round_ == 1 and label == 0
+  for mention_id, entity, gold, round_, label, rank in pairs1:
+    assert entity != gold and round_ == 1 and label == 0 and 0 < rank <= 10
+  # Every negative of a mention whose gold was outside the 10 searched is counted apart: the
+  # pairs with rank 10 are exactly those.
+  assert (stats1.get("negative_pairs_gold_not_in_top_k", 0)
+          == sum(p[-1] == 10 for p in pairs1))
+  assert stats1["negative_pairs_found"] == len(pairs1)
   with open(root / "neg" / "round_1" / schema.MANIFEST_FILE) as f:
     assert json.load(f)["pairs"] == len(pairs1)
   # Round 2 with the same model finds the same pairs: they are kept once, from round 1.
@@ -114,6 +129,55 @@ def test_mining_rounds_append_and_deduplicate(tiny_workspace):
   pairs2 = _pairs(str(root / "neg" / "round_2"))
   assert sorted(pairs2) == sorted(pairs1)
   assert stats2["pairs_already_mined"] == len(pairs1)
+
+
+def test_workers_share_one_loaded_index(tiny_workspace):
+  # Beam gives each thread of a worker its own copy of the DoFn, unpickled from the graph's:
+  # the copies of one process hold the same encoder and index objects, so a 6M-entity index
+  # is loaded once per worker, not once per thread.
+  from apache_beam.internal import pickler  # pylint: disable=g-import-not-at-top
+  root = tiny_workspace
+  fn = mining.MineFn(str(root / "export"), str(root / "index"), "brute_force", 10, 1, None)
+  first, second = pickler.loads(pickler.dumps(fn)), pickler.loads(pickler.dumps(fn))
+  assert first is not second
+  first.setup()
+  second.setup()
+  assert first._model is second._model  # pylint: disable=protected-access
+  assert first._model.index is second._model.index  # pylint: disable=protected-access
+
+
+def test_training_keeps_the_pairs_of_found_golds_only_when_asked(tiny_workspace, tmp_path):
+  root = tiny_workspace
+  # 3 nearest of the 8 entities: the random model finds some golds and misses others.
+  out = str(tmp_path / "round_1")
+  stats = mining.run(str(root / "export"), str(root / "index"), str(root / "extract"), out, 1,
+                     k=3)
+  pairs = _pairs(out)
+  found = sum(p[-1] < 3 for p in pairs)
+  assert 0 < found < len(pairs)
+  assert stats["negative_pairs_gold_not_in_top_k"] == len(pairs) - found
+  files = tf.io.gfile.glob(os.path.join(out, "hard_negatives-*"))
+  cfg = config.get_preset("tiny")
+  cfg.train.train_steps = 2
+  t = trainer_lib.Trainer(cfg, str(root / "extract"), str(tmp_path / "model"))
+  # 32 training mentions, batch 8: pairs per step follow the kept pairs only.
+  t.set_hard_negatives(files, 1, max_gold_rank=2)
+  assert t.pair_batch_size == min(8, -(-8 * found // 32))
+  t.set_hard_negatives(files, 1)
+  assert t.pair_batch_size == min(8, -(-8 * len(pairs) // 32))
+  with pytest.raises(ValueError, match="keeps none of the pairs"):
+    t.set_hard_negatives(files, 1, max_gold_rank=0)
+  # Pairs mined before the gold rank was recorded are refused by a limit, kept without one.
+  old = tmp_path / "old.tfrecord"
+  with tf.io.TFRecordWriter(str(old)) as writer:
+    for record in tf.data.TFRecordDataset(files).take(3):
+      ex = tf.train.Example.FromString(record.numpy())
+      del ex.features.feature[schema.GOLD_RANK]
+      writer.write(ex.SerializeToString())
+  with pytest.raises(ValueError, match="carry no gold rank"):
+    t.set_hard_negatives([str(old)], 1, max_gold_rank=2)
+  t.set_hard_negatives([str(old)], 1)
+  assert t.pair_batch_size == 1
 
 
 def test_training_with_hard_negatives_uses_the_logistic_task(tiny_workspace, tmp_path):
