@@ -14,8 +14,10 @@
                 sentence; paper section 5)
   descriptions  a line of the entity-descriptions JSONL -> (title, text)
   title_lists   lines of title lists and redirect lists (the KB beyond the dumps)
-  records       the records passed between the extraction's steps (MentionTuple, ArticleTuple,
-                Entity) and their tf.train.Example encodings (dense_entity.kb.schema features)
+  records       the records passed between the extraction's steps (MentionTuple,
+                MentionPayload: a mention with its own features already encoded,
+                ArticleTuple, Entity) and their tf.train.Example encodings
+                (dense_entity.kb.schema features), as protos or, without them, as bytes
 
 Each step is tested on 3-10 line inputs; beam_pipelines.pipelines composes them into graphs.
 

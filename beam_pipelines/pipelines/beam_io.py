@@ -165,7 +165,7 @@ class WriteShardedTFRecords(beam.PTransform):
 
     def write(element, n):
       shard, grouped = element
-      rows = sorted(grouped["record"])
+      rows = sorted(r for r in grouped if r is not None)  # None: the shard's marker
       path = f"{path_prefix}-{shard:05d}-of-{n:05d}.tfrecord"
       with tf.io.TFRecordWriter(path) as writer:
         for _, value in rows:
@@ -173,9 +173,13 @@ class WriteShardedTFRecords(beam.PTransform):
       return path, len(rows)
 
     keyed = records | "AssignShard" >> beam.Map(assign, num_shards_side)
+    # One (shard, None) marker per shard, so that every shard file is written; a plain
+    # GroupByKey over records and markers (a CoGroupByKey tagged every record in two more
+    # steps).
     shard_ids = (num_shards
                  | "ShardIds" >> beam.FlatMap(lambda n: [(i, None) for i in range(n)]))
-    return ({"record": keyed, "shard": shard_ids}
-            | "GroupByShard" >> beam.CoGroupByKey()
+    return ((keyed, shard_ids)
+            | "RecordsAndShards" >> beam.Flatten()
+            | "GroupByShard" >> beam.GroupByKey()
             | "WriteShard" >> beam.Map(write, num_shards_side))
 

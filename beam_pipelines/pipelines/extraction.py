@@ -275,7 +275,7 @@ def read_site_infos(paths: Sequence[str]) -> Dict[str, xml_dump.SiteInfo]:
 class ParsePageFn(beam.DoFn):
   """Page -> tagged outputs: 'redirect' (title, target), 'article' (title, ArticleTuple),
   'disambiguation' (title), 'category' (category name, hidden) and 'mention' (raw target,
-  MentionTuple), the main output.
+  records.MentionPayload), the main output.
 
   Namespace-0 pages (from the <ns> tag) are articles, redirects or disambiguation pages. Each
   XML page is read with the title rules of its wiki (namespaces.site_for of the SiteInfo of
@@ -383,7 +383,11 @@ class ParsePageFn(beam.DoFn):
     _count("links_kept_prose_in_list_items", parsed.list_item_links)
     yield beam.pvalue.TaggedOutput(
         self.ARTICLE, (title, (page.page_id, parsed.first_paragraph, tuple(parsed.categories))))
-    yield from mentions
+    # Each mention's own record features are encoded here, once: the KB merge and the writes
+    # pass them on as one bytes value (records.MentionPayload).
+    payload = records.mention_payload
+    for target, mention in mentions:
+      yield target, payload(mention)
 
   def _category(self, page: xml_dump.Page, site: namespaces.Site):
     """(category name, hidden) of a category page that hides its category or whose name
@@ -480,6 +484,40 @@ def parse_description(line: str) -> Iterator[Tuple[str, str]]:
   yield title, text
 
 
+class MentionRecordsFn(beam.DoFn):
+  """(MentionPayload, Entity) of the KB merge -> (mention_id, serialized mention record) on
+  the main output (training split) or 'heldout' (is_heldout of its source page), counted
+  'mentions_train' / 'mentions_heldout'; each training mention also gives 'alias' (alias key
+  of its span, entity title), for the alias counts.
+
+  One step for what were three per-mention steps (split, alias key, record). The record is
+  records.mention_record: the entity's encoded features (made once for the consecutive
+  mentions of one entity, as BuildEntityFn yields them) and the mention's own.
+  """
+
+  HELDOUT = "heldout"
+  ALIAS = "alias"
+
+  def __init__(self, heldout_fraction: float):
+    super().__init__()
+    self._heldout_fraction = heldout_fraction
+    self._entity = self._entity_part = None
+
+  def process(self, mention_entity):
+    payload, entity = mention_entity
+    if entity is not self._entity:
+      self._entity_part = records.entity_features_part(entity)
+      self._entity = entity
+    record = payload[0], records.mention_record(payload, self._entity_part)
+    if is_heldout(payload[1], self._heldout_fraction):
+      _count("mentions_heldout")
+      yield beam.pvalue.TaggedOutput(self.HELDOUT, record)
+      return
+    _count("mentions_train")
+    yield record
+    yield beam.pvalue.TaggedOutput(self.ALIAS, (titles.alias_key(payload[2]), entity.title))
+
+
 class ExtractWikipedia(beam.PTransform):
   """Dump file paths (or ReadItems) -> entities, mentions (train/held-out), alias counts and
   redirects.
@@ -489,8 +527,9 @@ class ExtractWikipedia(beam.PTransform):
   is merged from all of them by kb_merge.MergeKnowledgeBase (one entity per matching key).
 
   Returns a dict of PCollections: 'entities' (Entity), 'mentions_train' and
-  'mentions_heldout' ((MentionTuple, Entity)), 'alias_counts' ((alias key, entity, count),
-  train split only), 'redirects' ((redirect title, entity title)).
+  'mentions_heldout' ((mention_id, serialized mention record): MentionRecordsFn),
+  'alias_counts' ((alias key, entity, count), train split only), 'redirects' ((redirect
+  title, entity title)).
   """
 
   def __init__(self, heldout_fraction: float = DEFAULT_HELDOUT_FRACTION,
@@ -534,18 +573,11 @@ class ExtractWikipedia(beam.PTransform):
     if title_redirects is not None:
       sources["title_redirects"] = title_redirects
     kb = sources | "MergeKnowledgeBase" >> kb_merge.MergeKnowledgeBase()
-    heldout_fraction = self._heldout_fraction
-
-    def split(mention_entity, num_partitions):
-      del num_partitions
-      heldout = is_heldout(mention_entity[0][1], heldout_fraction)
-      _count("mentions_heldout" if heldout else "mentions_train")
-      return 1 if heldout else 0
-
-    train, heldout = kb["mentions"] | "SplitTrainHeldout" >> beam.Partition(split, 2)
-    alias_counts = (train
-                    | "AliasKey" >> beam.Map(
-                        lambda me: (titles.alias_key(me[0][2]), me[1].title))
+    split = kb["mentions"] | "SplitAndEncodeMentions" >> beam.ParDo(
+        MentionRecordsFn(self._heldout_fraction)).with_outputs(
+            MentionRecordsFn.HELDOUT, MentionRecordsFn.ALIAS, main="train")
+    train, heldout = split["train"], split[MentionRecordsFn.HELDOUT]
+    alias_counts = (split[MentionRecordsFn.ALIAS]
                     | "CountAliases" >> beam.combiners.Count.PerElement()
                     | "AliasRows" >> beam.Map(lambda kv: (kv[0][0], kv[0][1], kv[1])))
     return {
@@ -648,17 +680,13 @@ def build_pipeline(pipeline: beam.Pipeline, input_patterns: Sequence[str], outpu
   written = []
   written.append(
       outputs["entities"]
-      | "SerializeEntities" >> beam.Map(
-          lambda e: (e.title, records.entity_example(e).SerializeToString(deterministic=True)))
+      | "SerializeEntities" >> beam.Map(lambda e: (e.title, records.entity_record(e)))
       | "WriteEntities" >> beam_io.WriteShardedTFRecords(
           join(output_dir, schema.ENTITIES_PREFIX), num_shards))
   for name, prefix in (("mentions_train", schema.TRAIN_MENTIONS_PREFIX),
                        ("mentions_heldout", schema.HELDOUT_MENTIONS_PREFIX)):
     written.append(
-        outputs[name]
-        | f"Serialize_{name}" >> beam.Map(
-            lambda me: (me[0][0], records.mention_example(me[0], me[1]).SerializeToString(
-                deterministic=True)))
+        outputs[name]  # already (mention_id, record): MentionRecordsFn
         | f"Write_{name}" >> beam_io.WriteShardedTFRecords(join(output_dir, prefix),
                                                            num_shards))
   _ = outputs["alias_counts"] | "WriteAliasCounts" >> beam_io.WriteTextFile(

@@ -242,7 +242,7 @@ def disambiguation_by_siblings(element) -> Iterator[Tuple[str, Tuple[str, str, N
 
 
 class BuildEntityFn(beam.DoFn):
-  """(key, [(tag, title, payload)]) -> the key's Entity; tagged 'mention' (MentionTuple,
+  """(key, [(tag, title, payload)]) -> the key's Entity; tagged 'mention' (mention payload,
   Entity) for each of its mentions and 'redirect' (alias title, entity title) for each alias.
   """
 
@@ -333,12 +333,13 @@ class MergeKnowledgeBase(beam.PTransform):
     'redirects': (title, target title) of dump redirect pages;
     'disambiguations': title of dump disambiguation pages (never entities);
     'descriptions': (title, text);
-    'mentions': (link target title, MentionTuple);
+    'mentions': (link target title, mention payload): a tuple whose item 2 is the span text
+      (records.MentionPayload in the extraction, MentionTuple also works), passed on as is;
     'titles': title, from title lists;
     'title_redirects': (redirect title, target title), from redirect lists.
   All titles normalized (dense_entity.kb.titles.normalize_title).
 
-  Output: {'entities': Entity, 'mentions': (MentionTuple, Entity), 'redirects': (redirect
+  Output: {'entities': Entity, 'mentions': (mention payload, Entity), 'redirects': (redirect
   title, entity title)}, the last for redirects whose final target is an entity.
   """
 

@@ -327,7 +327,7 @@ def test_failed_run_leaves_the_finished_extraction_as_it_was(finished, inputs, t
   elif case == "pipeline_fails":
     def broken(*args, **kwargs):
       raise RuntimeError("disk full")
-    monkeypatch.setattr(records, "entity_example", broken)
+    monkeypatch.setattr(records, "entity_record", broken)
   error = RuntimeError if case == "pipeline_fails" else (FileNotFoundError, ValueError)
   with pytest.raises(error) as raised:
     extract.run(output_dir=out, **kwargs)
