@@ -98,21 +98,32 @@ def scan(queries: np.ndarray, encodings, slices, weights, trained, block_rows=No
 def main(argv):
   del argv
   from dense_entity.common.workspace import Workspace  # pylint: disable=g-import-not-at-top
+  from dense_entity.evaluation import baselines  # pylint: disable=g-import-not-at-top
   from dense_entity.evaluation import datasets as datasets_lib  # pylint: disable=g-import-not-at-top
   from dense_entity.evaluation import evaluator  # pylint: disable=g-import-not-at-top
   from dense_entity.evaluation import metrics  # pylint: disable=g-import-not-at-top
   from dense_entity.kb import schema  # pylint: disable=g-import-not-at-top
+  from dense_entity.kb import titles as titles_lib  # pylint: disable=g-import-not-at-top
+  from dense_entity.retrieval import index_builder  # pylint: disable=g-import-not-at-top
   from dense_entity.retrieval import index as index_lib  # pylint: disable=g-import-not-at-top
   from dense_entity.retrieval import kb_versions  # pylint: disable=g-import-not-at-top
+  from dense_entity.serving import savedmodel  # pylint: disable=g-import-not-at-top
   weights = parse_weights(FLAGS.weights)
   ws = Workspace(FLAGS.workspace)
   with open(os.path.join(ws.model, "config.json"), encoding="utf-8") as f:
     model = json.load(f)["model"]
-  retrievers = evaluator.Retrievers(ws, systems=("DEER",))
-  resolve = lambda title: metrics.resolve_title(title, retrievers.resolver)
+  # What DEER's evaluation reads, without loading an index (the scan reads the rows itself).
+  index_dir = kb_versions.resolve_index_dir(ws.index)
+  titles = index_builder.read_titles(os.path.join(index_dir, index_lib.TITLES_FILENAME))
+  kb_titles = set(titles)
+  redirects = baselines.load_redirects(
+      kb_versions.kb_file(index_dir, schema.REDIRECTS_FILE, ws.extract))
+  resolver = titles_lib.TitleResolver(kb_titles, redirects)
+  encode = savedmodel.load_encoder(os.path.join(ws.export, savedmodel.MENTION_ENCODER_DIR))
+  resolve = lambda title: metrics.resolve_title(title, resolver)
   # name -> [(features, gold, group labels)]
   sets = collections.OrderedDict()
-  seen = evaluator.training_entities(ws.extract, retrievers.resolver)
+  seen = evaluator.training_entities(ws.extract, resolver)
   heldout = evaluator.read_heldout_mentions(ws.extract, FLAGS.max_heldout)
   sets["heldout"] = [({n: m[n] for n in schema.MENTION_FEATURES}, resolve(m[schema.ENTITY_TITLE]),
                       (m.get(schema.LINK_SOURCE) or "no source",
@@ -121,18 +132,16 @@ def main(argv):
   for spec in FLAGS.dataset:
     mentions = datasets_lib.load(spec)
     rows = [(f, resolve(m.gold), ()) for f, m in zip(datasets_lib.all_features(mentions), mentions)]
-    rows = [r for r in rows if r[1] in retrievers.kb_titles]
+    rows = [r for r in rows if r[1] in kb_titles]
     if len(rows) > FLAGS.max_dataset_mentions:
       rows = random.Random(0).sample(rows, FLAGS.max_dataset_mentions)
     sets[datasets_lib.name_of(spec)] = rows
   for name in sets:
-    sets[name] = [r for r in sets[name] if r[1] in retrievers.kb_titles]
+    sets[name] = [r for r in sets[name] if r[1] in kb_titles]
   features = [r[0] for rows in sets.values() for r in rows]
-  encode = retrievers.mention_encoder
   queries = np.concatenate([
       np.asarray(encode({n: [f[n] for f in features[i:i + 512]] for n in schema.MENTION_FEATURES}),
                  np.float32) for i in range(0, len(features), 512)])
-  index_dir = kb_versions.resolve_index_dir(ws.index)
   encodings = np.load(os.path.join(index_dir, index_lib.BRUTE_FORCE,
                                    index_lib.BRUTE_FORCE_FILENAME), mmap_mode="r")
   row_entities_path = os.path.join(index_dir, index_lib.ROW_ENTITIES_FILENAME)
@@ -158,7 +167,7 @@ def main(argv):
       for label in ("all",) + tuple(labels):
         groups[label].append((offset + i, gold))
     for label, members in groups.items():
-      cells = [f"{np.mean([retrievers.titles[row_entities[best[j, i]]] == g for i, g in members]):.3f}"
+      cells = [f"{np.mean([titles[row_entities[best[j, i]]] == g for i, g in members]):.3f}"
                for j in range(len(names))]
       print(f"| {set_name} {label if label != 'all' else ''} | {len(members)} | "
             + " | ".join(cells) + " |")
