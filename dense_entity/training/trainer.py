@@ -251,8 +251,10 @@ class Trainer:
                                         max_gold_rank)
       num_pairs = sum(1 for _ in kept)
       if not num_pairs:
-        raise ValueError(f"max_gold_rank={max_gold_rank} keeps none of the pairs of mining "
-                         f"round {mining_round}")
+        raise ValueError(
+            f"mining round {mining_round} has no hard negative pairs"
+            + (f" with max_gold_rank={max_gold_rank}" if max_gold_rank >= 0 else "")
+            + f" ({len(self.negative_files)} files)")
       logging.info("hard negatives of round %d: %d pairs (max_gold_rank %d)", mining_round,
                    num_pairs, max_gold_rank)
     tc = self.cfg.train

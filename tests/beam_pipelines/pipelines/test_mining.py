@@ -165,7 +165,7 @@ def test_training_keeps_the_pairs_of_found_golds_only_when_asked(tiny_workspace,
   assert t.pair_batch_size == min(8, -(-8 * found // 32))
   t.set_hard_negatives(files, 1)
   assert t.pair_batch_size == min(8, -(-8 * len(pairs) // 32))
-  with pytest.raises(ValueError, match="keeps none of the pairs"):
+  with pytest.raises(ValueError, match="no hard negative pairs with max_gold_rank"):
     t.set_hard_negatives(files, 1, max_gold_rank=0)
   # Pairs mined before the gold rank was recorded are refused by a limit, kept without one.
   old = tmp_path / "old.tfrecord"
