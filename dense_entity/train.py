@@ -79,6 +79,11 @@ flags.DEFINE_integer("hard_negatives_max_gold_rank", -1, "With --hard_negatives:
                      "among the k entities searched when they were mined (k - 1 = 9: leave out "
                      "the mentions whose gold was not found, all of whose k neighbours would "
                      "be negatives); -1: every pair, the paper's rule.", lower_bound=-1)
+flags.DEFINE_bool("hard_negatives_described_only", False, "With --hard_negatives: train only "
+                  "on the pairs whose negative entity has a description (not a title-only "
+                  "entry); false: every pair, the paper's rule.")
+flags.DEFINE_float("hard_negative_weight", 1.0, "With --hard_negatives: weight of the logistic "
+                   "task beside the softmax task (1: the paper's equal weights).")
 
 
 MODEL_FLAGS = ("share_span_title_encoder", "char_ngrams", "zero_init_buckets",
@@ -130,8 +135,12 @@ def main(argv):
   fileio.check_output_dir(FLAGS.model_dir, fileio.MODEL, "--model_dir")
   records.require_extraction(FLAGS.extract_dir)
   negative_files, mining_round = hard_negative_files(FLAGS.hard_negatives)
-  if FLAGS.hard_negatives_max_gold_rank >= 0 and not FLAGS.hard_negatives:
-    raise ValueError("--hard_negatives_max_gold_rank is given without --hard_negatives")
+  for name in ("hard_negatives_max_gold_rank", "hard_negatives_described_only",
+               "hard_negative_weight"):
+    if FLAGS[name].present and not FLAGS.hard_negatives:
+      raise ValueError(f"--{name} is given without --hard_negatives")
+  if not FLAGS.hard_negative_weight > 0:
+    raise ValueError(f"--hard_negative_weight={FLAGS.hard_negative_weight}: must be positive")
   cfg = config_from_flags()
   config_lib.validate(cfg)
   # name -> (examples, fraction, stage record) of each labeled split.
@@ -167,7 +176,9 @@ def main(argv):
   trainer = trainer_lib.Trainer(cfg, FLAGS.extract_dir, FLAGS.model_dir, strategy)
   if negative_files:
     trainer.set_hard_negatives(negative_files, mining_round,
-                               max_gold_rank=FLAGS.hard_negatives_max_gold_rank)
+                               max_gold_rank=FLAGS.hard_negatives_max_gold_rank,
+                               described_only=FLAGS.hard_negatives_described_only,
+                               weight=FLAGS.hard_negative_weight)
   start = int(trainer.step.numpy())
   for name, (examples, split_fraction, _) in splits.items():
     trainer.set_labeled_mentions(examples, split_fraction, name=name)

@@ -123,6 +123,21 @@ def keep_max_gold_rank(records: tf.data.Dataset, max_gold_rank: int) -> tf.data.
   return records.filter(kept)
 
 
+def keep_described_negatives(records: tf.data.Dataset, described_only: bool) -> tf.data.Dataset:
+  """Serialized hard negative pair records -> those whose negative entity has a description
+  (a non-empty schema.ENTITY_TEXT), when `described_only`; all of them otherwise. Not in the
+  paper: at full KB most mined negatives are title-only entries, and the logistic task on them
+  lowers every title-only entity (README, "Hard negative mining at full scale")."""
+  if not described_only:
+    return records
+  spec = {schema.ENTITY_TEXT: _STRING}
+
+  def kept(record):
+    return tf.strings.length(tf.io.parse_single_example(record, spec)[schema.ENTITY_TEXT]) > 0
+
+  return records.filter(kept)
+
+
 def pairs_have_gold_rank(files: List[str]) -> bool:
   """Whether the first record of hard negative pair `files` has schema.GOLD_RANK (rounds
   mined before it was recorded have none); False when there is no record."""
@@ -147,7 +162,8 @@ def mention_dataset(files: List[str], batch_size: int, shuffle_buffer: int = 0,
                     repeat: bool = False, seed: int = 1,
                     drop_remainder: bool = False, shard=(1, 0),
                     link_sources: Sequence[str] = (),
-                    max_gold_rank: int = -1) -> tf.data.Dataset:
+                    max_gold_rank: int = -1,
+                    described_only: bool = False) -> tf.data.Dataset:
   """Batches of mention examples with their gold entity's features.
 
   Args:
@@ -163,6 +179,8 @@ def mention_dataset(files: List[str], batch_size: int, shuffle_buffer: int = 0,
       all.
     max_gold_rank: hard negative pair records only: keep the pairs whose gold ranked at most
       this (keep_max_gold_rank); < 0: all.
+    described_only: hard negative pair records only: keep the pairs whose negative entity has
+      a description (keep_described_negatives).
 
   Returns:
     A dataset of dicts: the 4 mention features and the 4 entity features as tf.string
@@ -177,6 +195,7 @@ def mention_dataset(files: List[str], batch_size: int, shuffle_buffer: int = 0,
                      num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
   ds = keep_link_sources(ds, link_sources)
   ds = keep_max_gold_rank(ds, max_gold_rank)
+  ds = keep_described_negatives(ds, described_only)
   if repeat:
     ds = ds.repeat()
   if shuffle_buffer:

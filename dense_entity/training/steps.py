@@ -28,7 +28,8 @@ def distributed_dataset(strategy: tf.distribute.Strategy, files: List[str],
                         train_config: config_lib.TrainConfig, repeat: bool, shuffle: bool,
                         global_batch: Optional[int] = None,
                         link_sources: Sequence[str] = (),
-                        max_gold_rank: int = -1) -> tf.distribute.DistributedDataset:
+                        max_gold_rank: int = -1,
+                        described_only: bool = False) -> tf.distribute.DistributedDataset:
   """Mention (or hard negative pair) records of `files` in global batches across replicas.
 
   Args:
@@ -42,6 +43,8 @@ def distributed_dataset(strategy: tf.distribute.Strategy, files: List[str],
       (records.keep_link_sources; empty: all).
     max_gold_rank: pair records only: keep those whose gold ranked at most this when mined
       (records.keep_max_gold_rank; < 0: all).
+    described_only: pair records only: keep those whose negative has a description
+      (records.keep_described_negatives).
 
   Returns:
     a distributed dataset of per-replica batches `[global_batch / replicas]` (the last
@@ -58,7 +61,8 @@ def distributed_dataset(strategy: tf.distribute.Strategy, files: List[str],
                                    repeat=repeat, seed=train_config.seed, drop_remainder=True,
                                    shard=(ctx.num_input_pipelines, ctx.input_pipeline_id),
                                    link_sources=link_sources,
-                                   max_gold_rank=max_gold_rank)
+                                   max_gold_rank=max_gold_rank,
+                                   described_only=described_only)
 
   return strategy.distribute_datasets_from_function(dataset_fn)
 
@@ -76,6 +80,8 @@ class TrainSteps:
   Attributes:
     pair_batch_size: hard negative pairs per global step (0: none). Read when `train_step` is
       traced: wrap `train_steps` in a new tf.function after changing it.
+    pair_weight: weight of the logistic task beside the softmax task (1.0: the paper's equal
+      weights, section 4.3). Read when `train_step` is traced, like `pair_batch_size`.
   """
 
   def __init__(self, model: models.DualEncoder, optimizer: optimizers.LazyOptimizer,
@@ -87,6 +93,7 @@ class TrainSteps:
     self.train_config = train_config
     self.step = step
     self.pair_batch_size = 0
+    self.pair_weight = 1.0
     # Optional (table: int64 gold fingerprint -> float32 log q, default log q) of the
     # sampling-bias correction (TrainConfig.logq_correction); set by the Trainer.
     self.log_q = None
@@ -128,8 +135,9 @@ class TrainSteps:
 
   def train_step(self, batch, pairs=None):
     """One step of the softmax task, plus the logistic task when hard negative `pairs` are
-    given (paper section 4.3: equal weights; the batch's own pairs are the positives, and the
-    logistic loss is the mean over the global batch's positive and negative pairs).
+    given (paper section 4.3: equal weights, or `pair_weight`; the batch's own pairs are the
+    positives, and the logistic loss is the mean over the global batch's positive and negative
+    pairs).
 
     Returns:
       (this replica's share of the loss (sum over replicas: the loss), its in-batch
@@ -148,8 +156,8 @@ class TrainSteps:
             m.entity_encoder(records.entity_features(pairs)),
             tf.zeros(tf.shape(pairs[schema.ENTITY_TITLE]), tf.int32),
             m.hard_negative_scale, m.hard_negative_bias)
-        loss += ((tf.reduce_sum(positive) + tf.reduce_sum(negative))
-                 / (global_batch + self.pair_batch_size))
+        loss += self.pair_weight * ((tf.reduce_sum(positive) + tf.reduce_sum(negative))
+                                    / (global_batch + self.pair_batch_size))
     variables = self.model.trainable_variables
     grads = tape.gradient(loss, variables)
     self.optimizer.apply_gradients(zip(grads, variables))

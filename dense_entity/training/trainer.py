@@ -164,6 +164,7 @@ class Trainer:
     self._train_fn = self._evaluator = None
     self.negative_files: List[str] = []
     self.max_gold_rank = -1  # set_hard_negatives
+    self.described_negatives_only = False  # set_hard_negatives
     # Labeled splits trained on beside the extraction's mentions: name -> (examples, fraction).
     self.labeled_sources: Dict[str, Tuple[Dict[str, List[bytes]], float]] = {}
     self._num_train_mentions = num_train
@@ -211,7 +212,8 @@ class Trainer:
     return self._num_train_mentions
 
   def set_hard_negatives(self, files: List[str], mining_round: int,
-                         num_pairs: Optional[int] = None, max_gold_rank: int = -1):
+                         num_pairs: Optional[int] = None, max_gold_rank: int = -1,
+                         described_only: bool = False, weight: float = 1.0):
     """Trains from now on with the logistic task on these hard negative pair files.
 
     Pairs are drawn at the rate of the training mentions they were mined from: with P pairs
@@ -228,18 +230,25 @@ class Trainer:
         this (0-based) among the k entities searched when they were mined (schema.GOLD_RANK;
         k - 1: the gold was found, only the entities above it are negatives); < 0: every
         pair, the paper's rule. Not in the paper.
+      described_only: train only on the pairs whose negative entity has a description (not a
+        title-only entry; records.keep_described_negatives). Not in the paper.
+      weight: weight of the logistic task beside the softmax task; 1.0 is the paper's.
 
     Raises:
       ValueError: when `mining_round` is older than the round the checkpoint was trained on;
         with `max_gold_rank` >= 0, when the pairs carry no gold rank (mined before it was
-        recorded) or none is kept.
+        recorded) or none is kept; when `weight` is not positive and finite.
     """
     if mining_round < int(self.mining_round.numpy()):
       raise ValueError(
           f"hard negatives of mining round {mining_round} given, but the checkpoint in "
           f"{self.model_dir} is already trained on round {int(self.mining_round.numpy())}")
+    if not (math.isfinite(weight) and weight > 0):
+      raise ValueError(f"hard negative weight must be positive and finite, got {weight}")
     self.negative_files = sorted(files)
     self.max_gold_rank = max_gold_rank
+    self.described_negatives_only = described_only
+    self._steps.pair_weight = float(weight)
     if max_gold_rank >= 0 and num_pairs is None:
       if not records.pairs_have_gold_rank(self.negative_files):
         raise ValueError(
@@ -247,16 +256,18 @@ class Trainer:
             f"({self.negative_files[0] if self.negative_files else 'no files'}) carry no "
             f"gold rank (mined before it was recorded); mine the round again")
     if num_pairs is None:
-      kept = records.keep_max_gold_rank(tf.data.TFRecordDataset(self.negative_files),
-                                        max_gold_rank)
+      kept = records.keep_described_negatives(records.keep_max_gold_rank(
+          tf.data.TFRecordDataset(self.negative_files), max_gold_rank), described_only)
       num_pairs = sum(1 for _ in kept)
       if not num_pairs:
         raise ValueError(
             f"mining round {mining_round} has no hard negative pairs"
             + (f" with max_gold_rank={max_gold_rank}" if max_gold_rank >= 0 else "")
+            + (" with a described negative" if described_only else "")
             + f" ({len(self.negative_files)} files)")
-      logging.info("hard negatives of round %d: %d pairs (max_gold_rank %d)", mining_round,
-                   num_pairs, max_gold_rank)
+      logging.info("hard negatives of round %d: %d pairs (max_gold_rank %d, described only "
+                   "%s, weight %g)", mining_round, num_pairs, max_gold_rank, described_only,
+                   weight)
     tc = self.cfg.train
     replicas = self.strategy.num_replicas_in_sync
     per_step = math.ceil(tc.batch_size * num_pairs / max(self.num_train_mentions, 1))
@@ -397,7 +408,8 @@ class Trainer:
       if self.negative_files:
         self._pair_iterator = iter(steps_lib.distributed_dataset(
             self.strategy, self.negative_files, tc, repeat=True, shuffle=True,
-            global_batch=self.pair_batch_size, max_gold_rank=self.max_gold_rank))
+            global_batch=self.pair_batch_size, max_gold_rank=self.max_gold_rank,
+            described_only=self.described_negatives_only))
     pair_iterator = self._pair_iterator
     iterator = self._train_iterator
     chunk = min(50, tc.eval_every)

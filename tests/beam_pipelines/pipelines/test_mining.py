@@ -13,6 +13,7 @@ from beam_pipelines.pipelines import extraction
 from beam_pipelines.pipelines import mining
 from dense_entity.modeling import config
 from dense_entity.modeling import models
+from dense_entity.kb import records
 from dense_entity.kb import schema
 from dense_entity.training import trainer as trainer_lib
 from dense_entity.retrieval import entity_encodings
@@ -178,6 +179,39 @@ def test_training_keeps_the_pairs_of_found_golds_only_when_asked(tiny_workspace,
     t.set_hard_negatives([str(old)], 1, max_gold_rank=2)
   t.set_hard_negatives([str(old)], 1)
   assert t.pair_batch_size == 1
+
+
+def test_training_keeps_the_pairs_of_described_negatives_only_when_asked(tiny_workspace,
+                                                                        tmp_path):
+  root = tiny_workspace
+  out = str(tmp_path / "round_1")
+  mining.run(str(root / "export"), str(root / "index"), str(root / "extract"), out, 1, k=3)
+  files = tf.io.gfile.glob(os.path.join(out, "hard_negatives-*"))
+  # A copy whose first 3 pairs have a title-only negative (no description): those are left
+  # out, the rest kept.
+  described = tmp_path / "described.tfrecord"
+  total = kept = 0
+  with tf.io.TFRecordWriter(str(described)) as writer:
+    for record in tf.data.TFRecordDataset(files):
+      ex = tf.train.Example.FromString(record.numpy())
+      if total < 3:
+        ex.features.feature[schema.ENTITY_TEXT].bytes_list.value[:] = [b""]
+      kept += bool(ex.features.feature[schema.ENTITY_TEXT].bytes_list.value[0])
+      total += 1
+      writer.write(ex.SerializeToString())
+  assert 0 < kept <= total - 3
+  cfg = config.get_preset("tiny")
+  t = trainer_lib.Trainer(cfg, str(root / "extract"), str(tmp_path / "model"))
+  t.set_hard_negatives([str(described)], 1, described_only=True, weight=0.25)
+  # 32 training mentions, batch 8.
+  assert t.pair_batch_size == min(8, -(-8 * kept // 32))
+  assert t._steps.pair_weight == 0.25  # pylint: disable=protected-access
+  batches = list(records.mention_dataset([str(described)], 64, described_only=True))
+  assert sum(len(b[schema.ENTITY_TITLE]) for b in batches) == kept
+  assert all(len(text) for b in batches for text in b[schema.ENTITY_TEXT].numpy())
+  for weight in (0.0, -1.0, float("nan")):
+    with pytest.raises(ValueError, match="weight must be positive"):
+      t.set_hard_negatives([str(described)], 1, weight=weight)
 
 
 def test_training_with_hard_negatives_uses_the_logistic_task(tiny_workspace, tmp_path):
