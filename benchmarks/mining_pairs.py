@@ -16,6 +16,12 @@ searched) and sorts the pairs, per group of gold rank (found: < k; not found: k)
 
 Pairs are counted, and mentions (a mention contributes its pairs to one group).
 
+A second table splits the pairs by whether the negative has a description and counts how
+often each negative is itself the gold of training anchors (alias_counts.tsv, every link
+source): a negative that many anchors link to ('United States') is pushed by the logistic task
+away from mentions that name it (`train --hard_negatives_max_negative_golds`). Then the
+negatives in the most pairs, with their training anchor counts.
+
 Usage (from the repository root):
   python -m benchmarks.mining_pairs --negatives_dir=WS/negatives/round_1 \
       --extract_dir=WS/extract
@@ -35,6 +41,46 @@ def _words(text: str) -> set:
   from dense_entity.kb import titles  # pylint: disable=g-import-not-at-top
   return set(titles.fold_text(text).replace("(", " ").replace(")", " ").replace(",", " ")
              .split())
+
+
+def read_gold_counts(extract_dir: str) -> collections.Counter:
+  """{folded entity title: training anchors linking to it} from alias_counts.tsv."""
+  from dense_entity.kb import schema  # pylint: disable=g-import-not-at-top
+  from dense_entity.kb import titles  # pylint: disable=g-import-not-at-top
+  counts = collections.Counter()
+  with open(os.path.join(extract_dir, schema.ALIAS_COUNTS_FILE), encoding="utf-8") as f:
+    for line in f:
+      parts = line.rstrip("\n").split("\t")
+      if len(parts) == 3:
+        counts[titles.fold_text(parts[1])] += int(parts[2])
+  return counts
+
+
+def negative_gold_frequencies(pairs, gold_counts: collections.Counter) -> dict:
+  """Per kind of negative ("described", "title-only"): {"pairs", "distinct negatives",
+  "negative is a training gold" (share of pairs), "mean anchors", "median anchors" (training
+  anchors linking to the pair's negative), "negative has >= 100 anchors" (share of pairs),
+  "top": [(negative title, pairs, anchors)] of the 10 negatives in most pairs}."""
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  from dense_entity.kb import titles  # pylint: disable=g-import-not-at-top
+  anchors = {"described": [], "title-only": []}
+  per_negative = {kind: collections.Counter() for kind in anchors}
+  for _, _, _, negative, text, _ in pairs:
+    kind = "described" if text else "title-only"
+    anchors[kind].append(gold_counts.get(titles.fold_text(negative), 0))
+    per_negative[kind][negative] += 1
+  out = {}
+  for kind, values in anchors.items():
+    a = np.asarray(values, np.int64)
+    out[kind] = {
+        "pairs": len(a), "distinct negatives": len(per_negative[kind]),
+        "negative is a training gold": float((a > 0).mean()) if len(a) else 0.0,
+        "mean anchors": float(a.mean()) if len(a) else 0.0,
+        "median anchors": float(np.median(a)) if len(a) else 0.0,
+        "negative has >= 100 anchors": float((a >= 100).mean()) if len(a) else 0.0,
+        "top": [(t, n, gold_counts.get(titles.fold_text(t), 0))
+                for t, n in per_negative[kind].most_common(10)]}
+  return out
 
 
 def read_anchor_targets(extract_dir: str) -> dict:
@@ -96,8 +142,8 @@ def main(argv):
   import json  # pylint: disable=g-import-not-at-top
   with open(os.path.join(FLAGS.negatives_dir, "MANIFEST.json"), encoding="utf-8") as f:
     k = json.load(f)["k"]
-  groups = pair_groups(read_pairs(FLAGS.negatives_dir),
-                       read_anchor_targets(FLAGS.extract_dir), k)
+  pairs = list(read_pairs(FLAGS.negatives_dir))
+  groups = pair_groups(pairs, read_anchor_targets(FLAGS.extract_dir), k)
   names = ["mentions", "pairs", "span = negative", "negative anchored by span",
            "gold words in negative", "negative words in gold", "title-only negative",
            "span = gold"]
@@ -111,6 +157,18 @@ def main(argv):
       cells.append(f"{n:,}" if name in ("mentions", "pairs")
                    else f"{n / max(counts.get('pairs', 0), 1):.1%}")
     print(f"| {name} | " + " | ".join(cells) + " |")
+  kinds = negative_gold_frequencies(pairs, read_gold_counts(FLAGS.extract_dir))
+  print("\n| negative | " + " | ".join(kinds) + " |")
+  print("|---|" + "---|" * len(kinds))
+  for name in ("pairs", "distinct negatives", "negative is a training gold", "mean anchors",
+               "median anchors", "negative has >= 100 anchors"):
+    cells = [f"{v[name]:,}" if isinstance(v[name], int) else
+             (f"{v[name]:.1%}" if "negative" in name else f"{v[name]:.1f}")
+             for v in kinds.values()]
+    print(f"| {name} | " + " | ".join(cells) + " |")
+  for kind, v in kinds.items():
+    print(f"\n{kind} negatives in most pairs (pairs, training anchors): " + "; ".join(
+        f"{t} ({n}, {a:,})" for t, n, a in v["top"]))
 
 
 if __name__ == "__main__":

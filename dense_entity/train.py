@@ -82,6 +82,11 @@ flags.DEFINE_integer("hard_negatives_max_gold_rank", -1, "With --hard_negatives:
 flags.DEFINE_bool("hard_negatives_described_only", False, "With --hard_negatives: train only "
                   "on the pairs whose negative entity has a description (not a title-only "
                   "entry); false: every pair, the paper's rule.")
+flags.DEFINE_integer("hard_negatives_max_negative_golds", -1, "With --hard_negatives: train "
+                     "only on the pairs whose negative entity is the gold of at most this many "
+                     "training mentions (0: entities no training mention links to, which "
+                     "in-batch negatives never show); -1: every pair, the paper's rule.",
+                     lower_bound=-1)
 flags.DEFINE_float("hard_negative_weight", 1.0, "With --hard_negatives: weight of the logistic "
                    "task beside the softmax task (1: the paper's equal weights).")
 
@@ -136,7 +141,7 @@ def main(argv):
   records.require_extraction(FLAGS.extract_dir)
   negative_files, mining_round = hard_negative_files(FLAGS.hard_negatives)
   for name in ("hard_negatives_max_gold_rank", "hard_negatives_described_only",
-               "hard_negative_weight"):
+               "hard_negatives_max_negative_golds", "hard_negative_weight"):
     if FLAGS[name].present and not FLAGS.hard_negatives:
       raise ValueError(f"--{name} is given without --hard_negatives")
   if not FLAGS.hard_negative_weight > 0:
@@ -178,6 +183,7 @@ def main(argv):
     trainer.set_hard_negatives(negative_files, mining_round,
                                max_gold_rank=FLAGS.hard_negatives_max_gold_rank,
                                described_only=FLAGS.hard_negatives_described_only,
+                               max_negative_golds=FLAGS.hard_negatives_max_negative_golds,
                                weight=FLAGS.hard_negative_weight)
   start = int(trainer.step.numpy())
   for name, (examples, split_fraction, _) in splits.items():

@@ -3,8 +3,9 @@
 
 import json
 import os
-from typing import List, Sequence, Tuple
+from typing import List, Optional, Sequence, Tuple
 
+import numpy as np
 import tensorflow as tf
 
 from dense_entity.kb import schema
@@ -138,6 +139,35 @@ def keep_described_negatives(records: tf.data.Dataset, described_only: bool) -> 
   return records.filter(kept)
 
 
+def entity_ids(titles: tf.Tensor) -> tf.Tensor:
+  """Entity titles (tf.string, any shape) -> int64 ids of the same shape: 63-bit title
+  fingerprints (the ids training gives gold entities; a collision between two of n titles has
+  probability ~ n^2 / 2^63)."""
+  return tf.strings.to_hash_bucket_fast(titles, (1 << 63) - 1)
+
+
+def drop_negatives(records: tf.data.Dataset,
+                   excluded_ids: Optional[np.ndarray]) -> tf.data.Dataset:
+  """Serialized hard negative pair records -> those whose negative entity's id (entity_ids of
+  its schema.ENTITY_TITLE) is not in `excluded_ids` (int64 `[n]`, any order); all of them when
+  None or empty. Not in the paper: the trainer excludes the entities that are already the gold of
+  many training mentions (Trainer.set_hard_negatives, max_negative_golds), which the
+  logistic task would push away from the mentions that name them (README, "Hard negative
+  mining at full scale")."""
+  if excluded_ids is None or not len(excluded_ids):  # pylint: disable=g-explicit-length-test
+    return records
+  excluded = tf.constant(np.unique(np.asarray(excluded_ids, np.int64)), tf.int64)
+  last = int(excluded.shape[0]) - 1
+  spec = {schema.ENTITY_TITLE: _STRING}
+
+  def kept(record):
+    negative = entity_ids(tf.io.parse_single_example(record, spec)[schema.ENTITY_TITLE])
+    i = tf.minimum(tf.searchsorted(excluded, negative[tf.newaxis])[0], last)
+    return tf.not_equal(excluded[i], negative)
+
+  return records.filter(kept)
+
+
 def pairs_have_gold_rank(files: List[str]) -> bool:
   """Whether the first record of hard negative pair `files` has schema.GOLD_RANK (rounds
   mined before it was recorded have none); False when there is no record."""
@@ -163,7 +193,8 @@ def mention_dataset(files: List[str], batch_size: int, shuffle_buffer: int = 0,
                     drop_remainder: bool = False, shard=(1, 0),
                     link_sources: Sequence[str] = (),
                     max_gold_rank: int = -1,
-                    described_only: bool = False) -> tf.data.Dataset:
+                    described_only: bool = False,
+                    excluded_negatives: Optional[np.ndarray] = None) -> tf.data.Dataset:
   """Batches of mention examples with their gold entity's features.
 
   Args:
@@ -181,6 +212,8 @@ def mention_dataset(files: List[str], batch_size: int, shuffle_buffer: int = 0,
       this (keep_max_gold_rank); < 0: all.
     described_only: hard negative pair records only: keep the pairs whose negative entity has
       a description (keep_described_negatives).
+    excluded_negatives: hard negative pair records only: int64 entity ids (entity_ids) whose
+      pairs are left out (drop_negatives); None: none.
 
   Returns:
     A dataset of dicts: the 4 mention features and the 4 entity features as tf.string
@@ -196,6 +229,7 @@ def mention_dataset(files: List[str], batch_size: int, shuffle_buffer: int = 0,
   ds = keep_link_sources(ds, link_sources)
   ds = keep_max_gold_rank(ds, max_gold_rank)
   ds = keep_described_negatives(ds, described_only)
+  ds = drop_negatives(ds, excluded_negatives)
   if repeat:
     ds = ds.repeat()
   if shuffle_buffer:

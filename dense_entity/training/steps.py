@@ -29,7 +29,8 @@ def distributed_dataset(strategy: tf.distribute.Strategy, files: List[str],
                         global_batch: Optional[int] = None,
                         link_sources: Sequence[str] = (),
                         max_gold_rank: int = -1,
-                        described_only: bool = False) -> tf.distribute.DistributedDataset:
+                        described_only: bool = False,
+                        excluded_negatives=None) -> tf.distribute.DistributedDataset:
   """Mention (or hard negative pair) records of `files` in global batches across replicas.
 
   Args:
@@ -45,6 +46,8 @@ def distributed_dataset(strategy: tf.distribute.Strategy, files: List[str],
       (records.keep_max_gold_rank; < 0: all).
     described_only: pair records only: keep those whose negative has a description
       (records.keep_described_negatives).
+    excluded_negatives: pair records only: int64 entity ids whose pairs are left out
+      (records.drop_negatives; None: none).
 
   Returns:
     a distributed dataset of per-replica batches `[global_batch / replicas]` (the last
@@ -62,7 +65,8 @@ def distributed_dataset(strategy: tf.distribute.Strategy, files: List[str],
                                    shard=(ctx.num_input_pipelines, ctx.input_pipeline_id),
                                    link_sources=link_sources,
                                    max_gold_rank=max_gold_rank,
-                                   described_only=described_only)
+                                   described_only=described_only,
+                                   excluded_negatives=excluded_negatives)
 
   return strategy.distribute_datasets_from_function(dataset_fn)
 
@@ -130,8 +134,8 @@ class TrainSteps:
 
   @staticmethod
   def gold_fingerprints(titles: tf.Tensor) -> tf.Tensor:
-    """The int64 ids replica_logits gives gold entities (63-bit title fingerprints)."""
-    return tf.strings.to_hash_bucket_fast(titles, (1 << 63) - 1)
+    """The int64 ids replica_logits gives gold entities (records.entity_ids)."""
+    return records.entity_ids(titles)
 
   def train_step(self, batch, pairs=None):
     """One step of the softmax task, plus the logistic task when hard negative `pairs` are

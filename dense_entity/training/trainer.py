@@ -165,6 +165,7 @@ class Trainer:
     self.negative_files: List[str] = []
     self.max_gold_rank = -1  # set_hard_negatives
     self.described_negatives_only = False  # set_hard_negatives
+    self.excluded_negatives: Optional[np.ndarray] = None  # set_hard_negatives
     # Labeled splits trained on beside the extraction's mentions: name -> (examples, fraction).
     self.labeled_sources: Dict[str, Tuple[Dict[str, List[bytes]], float]] = {}
     self._num_train_mentions = num_train
@@ -213,7 +214,8 @@ class Trainer:
 
   def set_hard_negatives(self, files: List[str], mining_round: int,
                          num_pairs: Optional[int] = None, max_gold_rank: int = -1,
-                         described_only: bool = False, weight: float = 1.0):
+                         described_only: bool = False, weight: float = 1.0,
+                         max_negative_golds: int = -1):
     """Trains from now on with the logistic task on these hard negative pair files.
 
     Pairs are drawn at the rate of the training mentions they were mined from: with P pairs
@@ -225,7 +227,7 @@ class Trainer:
     Args:
       files: TFRecord shards of pair records (beam_pipelines.mine_hard_negatives output).
       mining_round: the round that mined them (>= the checkpoint's round).
-      num_pairs: pairs in `files` that `max_gold_rank` keeps; counted when None.
+      num_pairs: pairs in `files` that the filters below keep; counted when None.
       max_gold_rank: train only on the pairs of mentions whose gold entity ranked at most
         this (0-based) among the k entities searched when they were mined (schema.GOLD_RANK;
         k - 1: the gold was found, only the entities above it are negatives); < 0: every
@@ -233,6 +235,12 @@ class Trainer:
       described_only: train only on the pairs whose negative entity has a description (not a
         title-only entry; records.keep_described_negatives). Not in the paper.
       weight: weight of the logistic task beside the softmax task; 1.0 is the paper's.
+      max_negative_golds: train only on the pairs whose negative entity is the gold of at
+        most this many of the training mentions (the extraction's, as `link_sources` keeps
+        them); 0: negatives that no training mention links to, the entities in-batch
+        negatives never show; < 0: every pair, the paper's rule. Not in the paper: at full KB
+        the negatives that are frequent golds ('United States') are pushed away from the
+        many mentions that name them (README, "Hard negative mining at full scale").
 
     Raises:
       ValueError: when `mining_round` is older than the round the checkpoint was trained on;
@@ -249,6 +257,13 @@ class Trainer:
     self.max_gold_rank = max_gold_rank
     self.described_negatives_only = described_only
     self._steps.pair_weight = float(weight)
+    self.excluded_negatives = None
+    if max_negative_golds >= 0:
+      ids, counts = self.training_gold_counts()
+      self.excluded_negatives = ids[counts > max_negative_golds]
+      logging.info("hard negatives: %d of %d training golds are the gold of more than %d "
+                   "training mentions; their pairs are left out", len(self.excluded_negatives),
+                   len(ids), max_negative_golds)
     if max_gold_rank >= 0 and num_pairs is None:
       if not records.pairs_have_gold_rank(self.negative_files):
         raise ValueError(
@@ -256,18 +271,21 @@ class Trainer:
             f"({self.negative_files[0] if self.negative_files else 'no files'}) carry no "
             f"gold rank (mined before it was recorded); mine the round again")
     if num_pairs is None:
-      kept = records.keep_described_negatives(records.keep_max_gold_rank(
-          tf.data.TFRecordDataset(self.negative_files), max_gold_rank), described_only)
+      kept = records.drop_negatives(records.keep_described_negatives(records.keep_max_gold_rank(
+          tf.data.TFRecordDataset(self.negative_files), max_gold_rank), described_only),
+                                    self.excluded_negatives)
       num_pairs = sum(1 for _ in kept)
       if not num_pairs:
         raise ValueError(
             f"mining round {mining_round} has no hard negative pairs"
             + (f" with max_gold_rank={max_gold_rank}" if max_gold_rank >= 0 else "")
             + (" with a described negative" if described_only else "")
+            + (f" whose negative is the gold of at most {max_negative_golds} training "
+               "mentions" if max_negative_golds >= 0 else "")
             + f" ({len(self.negative_files)} files)")
       logging.info("hard negatives of round %d: %d pairs (max_gold_rank %d, described only "
-                   "%s, weight %g)", mining_round, num_pairs, max_gold_rank, described_only,
-                   weight)
+                   "%s, max negative golds %d, weight %g)", mining_round, num_pairs,
+                   max_gold_rank, described_only, max_negative_golds, weight)
     tc = self.cfg.train
     replicas = self.strategy.num_replicas_in_sync
     per_step = math.ceil(tc.batch_size * num_pairs / max(self.num_train_mentions, 1))
@@ -358,16 +376,11 @@ class Trainer:
     training draws them (the extraction's mentions and each labeled split at its fraction);
     keyed by TrainSteps.gold_fingerprints. Sums to 1."""
     def counts(titles) -> Tuple[np.ndarray, np.ndarray]:
-      ids = steps_lib.TrainSteps.gold_fingerprints(tf.constant(titles, tf.string)).numpy()
-      return np.unique(ids, return_counts=True)
+      return np.unique(records.entity_ids(tf.constant(titles, tf.string)).numpy(),
+                       return_counts=True)
 
-    spec = {schema.ENTITY_TITLE: tf.io.FixedLenFeature([], tf.string)}
-    wiki = []
-    kept = records.keep_link_sources(tf.data.TFRecordDataset(self.train_files),
-                                     self.link_sources)
-    for batch in kept.batch(8192):
-      wiki.extend(tf.io.parse_example(batch, spec)[schema.ENTITY_TITLE].numpy().tolist())
-    sources = [(wiki, 1.0 - sum(f for _, f in self.labeled_sources.values()))]
+    sources = [(self._training_gold_titles(),
+                1.0 - sum(f for _, f in self.labeled_sources.values()))]
     sources += [(split[schema.ENTITY_TITLE], f) for split, f in self.labeled_sources.values()]
     q: Dict[int, float] = {}
     for titles, weight in sources:
@@ -377,6 +390,23 @@ class Trainer:
       for i, c in zip(ids.tolist(), (weight * n / n.sum()).tolist()):
         q[i] = q.get(i, 0.0) + c
     return q
+
+  def _training_gold_titles(self) -> List[bytes]:
+    """The gold entity title of each training mention of the extraction that `link_sources`
+    keeps, in file order."""
+    spec = {schema.ENTITY_TITLE: tf.io.FixedLenFeature([], tf.string)}
+    titles: List[bytes] = []
+    kept = records.keep_link_sources(tf.data.TFRecordDataset(self.train_files),
+                                     self.link_sources)
+    for batch in kept.batch(8192):
+      titles.extend(tf.io.parse_example(batch, spec)[schema.ENTITY_TITLE].numpy().tolist())
+    return titles
+
+  def training_gold_counts(self) -> Tuple[np.ndarray, np.ndarray]:
+    """(entity ids (records.entity_ids) int64 `[n]`, sorted, training mentions with that gold
+    int64 `[n]`) over the extraction's training mentions that `link_sources` keeps."""
+    return np.unique(records.entity_ids(tf.constant(self._training_gold_titles(),
+                                                    tf.string)).numpy(), return_counts=True)
 
   def _log_q_table(self) -> tf.lookup.StaticHashTable:
     """log q(e) by gold fingerprint (gold_probabilities); entities absent from every source
@@ -409,7 +439,8 @@ class Trainer:
         self._pair_iterator = iter(steps_lib.distributed_dataset(
             self.strategy, self.negative_files, tc, repeat=True, shuffle=True,
             global_batch=self.pair_batch_size, max_gold_rank=self.max_gold_rank,
-            described_only=self.described_negatives_only))
+            described_only=self.described_negatives_only,
+            excluded_negatives=self.excluded_negatives))
     pair_iterator = self._pair_iterator
     iterator = self._train_iterator
     chunk = min(50, tc.eval_every)

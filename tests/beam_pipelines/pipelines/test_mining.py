@@ -214,6 +214,64 @@ def test_training_keeps_the_pairs_of_described_negatives_only_when_asked(tiny_wo
       t.set_hard_negatives([str(described)], 1, weight=weight)
 
 
+def _pair_record(negative_title: str) -> bytes:
+  return tf.train.Example(features=tf.train.Features(feature={
+      schema.ENTITY_TITLE: tf.train.Feature(bytes_list=tf.train.BytesList(
+          value=[negative_title.encode("utf-8")]))})).SerializeToString()
+
+
+def test_drop_negatives_leaves_out_the_pairs_of_the_excluded_entities():
+  pairs = tf.data.Dataset.from_tensor_slices(
+      [_pair_record(t) for t in ("Paris", "United States", "Paris, Texas", "United States",
+                                 "Mercury (planet)")])
+  excluded = records.entity_ids(tf.constant(["United States", "Mercury (planet)",
+                                             "Not a negative"])).numpy()
+  kept = [tf.train.Example.FromString(r.numpy()).features.feature[schema.ENTITY_TITLE]
+          .bytes_list.value[0].decode() for r in records.drop_negatives(pairs, excluded)]
+  assert kept == ["Paris", "Paris, Texas"]
+  # None or no ids: every pair; the ids are those training gives gold entities.
+  assert len(list(records.drop_negatives(pairs, None))) == 5
+  assert len(list(records.drop_negatives(pairs, np.zeros([0], np.int64)))) == 5
+  assert (records.entity_ids(tf.constant(["Paris"])).numpy()
+          == trainer_lib.steps_lib.TrainSteps.gold_fingerprints(tf.constant(["Paris"])).numpy())
+
+
+def test_training_leaves_out_negatives_that_are_frequent_training_golds(tiny_workspace,
+                                                                         tmp_path):
+  root = tiny_workspace
+  out = str(tmp_path / "round_1")
+  mining.run(str(root / "export"), str(root / "index"), str(root / "extract"), out, 1, k=3)
+  files = sorted(tf.io.gfile.glob(os.path.join(out, "hard_negatives-*")))
+  negatives = [tf.train.Example.FromString(r.numpy()).features.feature[schema.ENTITY_TITLE]
+               .bytes_list.value[0].decode() for r in tf.data.TFRecordDataset(files)]
+  golds = {}
+  train = tf.io.gfile.glob(os.path.join(str(root / "extract"), schema.TRAIN_MENTIONS_PREFIX + "-*"))
+  for r in tf.data.TFRecordDataset(train):
+    title = tf.train.Example.FromString(r.numpy()).features.feature[schema.ENTITY_TITLE] \
+        .bytes_list.value[0].decode()
+    golds[title] = golds.get(title, 0) + 1
+  cfg = config.get_preset("tiny")
+  t = trainer_lib.Trainer(cfg, str(root / "extract"), str(tmp_path / "model"))
+  ids, counts = t.training_gold_counts()
+  assert sorted(counts.tolist()) == sorted(golds.values()) and sum(counts) == 32
+  # In the tiny KB every entity is the gold of 4 or 8 of the 32 training mentions, so every
+  # negative is a training gold: at most 0 keeps no pair, at most 4 those of 4-mention golds.
+  assert set(golds.values()) == {4, 8}
+  with pytest.raises(ValueError, match="whose negative is the gold of at most 0 training"):
+    t.set_hard_negatives(files, 1, max_negative_golds=0)
+  expected = [n for n in negatives if golds[n] == 4]
+  assert 0 < len(expected) < len(negatives)
+  t.set_hard_negatives(files, 1, max_negative_golds=4)
+  assert len(t.excluded_negatives) == sum(1 for c in golds.values() if c == 8)
+  assert t.pair_batch_size == min(8, -(-8 * len(expected) // 32))
+  batches = list(records.mention_dataset(files, 64, excluded_negatives=t.excluded_negatives))
+  assert sorted(title.decode() for b in batches for title in b[schema.ENTITY_TITLE].numpy()) \
+      == sorted(expected)
+  t.set_hard_negatives(files, 1)  # the paper's rule again: every pair
+  assert t.excluded_negatives is None
+  assert t.pair_batch_size == min(8, -(-8 * len(negatives) // 32))
+
+
 def test_training_with_hard_negatives_uses_the_logistic_task(tiny_workspace, tmp_path):
   root = tiny_workspace
   out = str(root / "neg" / "round_1")
