@@ -247,24 +247,6 @@ class TextFeaturizer(keras.layers.Layer):
       (trigrams tf.string ragged `[batch, (trigrams)]` (prefixed), int64 ragged row ids of the
       shared table, same shape).
     """
-    # Flat over all tokens of the batch (issue 17: the ragged [batch, (tokens), (chars)] path,
-    # `char_ngrams_reference`, cost ~100 graph ops per call, most of a single mention's time):
-    # the trigrams of every run of 3 characters, kept where all 3 are one token's.
-    flat = tokens.flat_values
-    folded = tf.strings.regex_replace(tf_text.normalize_utf8(flat, "NFKD"), r"\p{Mn}", "")
-    chars = tf.strings.unicode_split(tf.strings.join(["<", folded, ">"]), "UTF-8")
-    c, token_of_char = chars.flat_values, chars.value_rowids()
-    kept = tf.where(token_of_char[:-2] == token_of_char[2:])[:, 0]
-    grams = tf.gather(tf.strings.join([_CHAR_NGRAM_PREFIX, c[:-2], c[1:-1], c[2:]]), kept)
-    row_of_gram = tf.gather(tokens.value_rowids(), tf.gather(token_of_char, kept))
-    grams = tf.RaggedTensor.from_value_rowids(grams, row_of_gram, nrows=tokens.nrows(),
-                                              validate=False)
-    return grams, grams.with_flat_values(self._hashed(grams.flat_values))
-
-  def char_ngrams_reference(self, tokens: tf.RaggedTensor
-                            ) -> Tuple[tf.RaggedTensor, tf.RaggedTensor]:
-    """`char_ngrams` as it was defined before issue 17 (ragged, tf_text.ngrams); the tests
-    hold `char_ngrams` to it, so a trained model's ids stay the same."""
     folded = tf.ragged.map_flat_values(
         lambda t: tf.strings.regex_replace(tf_text.normalize_utf8(t, "NFKD"), r"\p{Mn}", ""),
         tokens)

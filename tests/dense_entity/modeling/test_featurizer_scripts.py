@@ -168,34 +168,3 @@ def test_flat_features_equal_featurize():
   assert flat.unigram_ids.numpy().tolist() == unigrams.flat_values.numpy().tolist()
   assert flat.bigram_ids.numpy().tolist() == bigrams.flat_values.numpy().tolist()
   assert flat.bigram_rowids.numpy().tolist() == bigrams.value_rowids().numpy().tolist()
-
-
-def _char_ngrams_both(texts):
-  f = featurizer.TextFeaturizer(1 << 20)
-  tokens = featurizer.tokenize(tf.constant(texts))
-  new, reference = f.char_ngrams(tokens), f.char_ngrams_reference(tokens)
-  for a, b in zip(new, reference):
-    assert a.row_splits.numpy().tolist() == b.row_splits.numpy().tolist()
-    assert a.flat_values.numpy().tolist() == b.flat_values.numpy().tolist()
-  return new
-
-
-def test_char_ngrams_equal_the_ragged_reference_on_edge_cases():
-  # Tokens that fold to nothing ('\u0301' alone: a combining mark) give no trigram; one
-  # character gives '<x>'; rows without tokens stay empty rows.
-  texts = ["Jürgen Zug", "", "x", "\u0301", "  ", "e\u0301 ab"] + EDGE_CASES
-  grams, ids = _char_ngrams_both(texts)
-  rows = [[g.decode("utf-8") for g in row] for row in grams.to_list()]
-  assert rows[0] == ["\x01<ju", "\x01jur", "\x01urg", "\x01rge", "\x01gen", "\x01en>",
-                     "\x01<zu", "\x01zug", "\x01ug>"]
-  assert rows[1] == [] and rows[2] == ["\x01<x>"] and rows[3] == [] and rows[4] == []
-  assert rows[5] == ["\x01<e>", "\x01<ab", "\x01ab>"]
-  assert ids.nrows() == len(texts)
-
-
-def test_char_ngrams_equal_the_ragged_reference_on_real_lines():
-  lines = _real_lines()
-  if len(lines) < 1000:
-    pytest.skip("../shared/data (otherwiki dumps, AIDA) not found")
-  grams, _ = _char_ngrams_both(lines)
-  assert grams.flat_values.shape[0] > 100_000
