@@ -18,9 +18,10 @@ Pairs are counted, and mentions (a mention contributes its pairs to one group).
 
 A second table splits the pairs by whether the negative has a description and counts how
 often each negative is itself the gold of training anchors (alias_counts.tsv, every link
-source): a negative that many anchors link to ('United States') is pushed by the logistic task
-away from mentions that name it (`train --hard_negatives_max_negative_golds`). Then the
-negatives in the most pairs, with their training anchor counts.
+source): the logistic task pushes a negative that many anchors link to ('United States') away
+from mined mentions, beside all the mentions that name it (`train
+--hard_negatives_max_negative_golds` leaves such pairs out). Then the negatives in the most
+pairs, with their training anchor counts.
 
 Usage (from the repository root):
   python -m benchmarks.mining_pairs --negatives_dir=WS/negatives/round_1 \

@@ -150,10 +150,10 @@ def drop_negatives(records: tf.data.Dataset,
                    excluded_ids: Optional[np.ndarray]) -> tf.data.Dataset:
   """Serialized hard negative pair records -> those whose negative entity's id (entity_ids of
   its schema.ENTITY_TITLE) is not in `excluded_ids` (int64 `[n]`, any order); all of them when
-  None or empty. Not in the paper: the trainer excludes the entities that are already the gold of
-  many training mentions (Trainer.set_hard_negatives, max_negative_golds), which the
-  logistic task would push away from the mentions that name them (README, "Hard negative
-  mining at full scale")."""
+  None or empty. Not in the paper: the trainer excludes the entities that are already the gold
+  of many training mentions (Trainer.set_hard_negatives, max_negative_golds); measured at full
+  KB, this does not remove mining's recall loss (README, "Hard negative mining at full
+  scale")."""
   if excluded_ids is None or not len(excluded_ids):  # pylint: disable=g-explicit-length-test
     return records
   excluded = tf.constant(np.unique(np.asarray(excluded_ids, np.int64)), tf.int64)

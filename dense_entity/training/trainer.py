@@ -239,8 +239,9 @@ class Trainer:
         most this many of the training mentions (the extraction's, as `link_sources` keeps
         them); 0: negatives that no training mention links to, the entities in-batch
         negatives never show; < 0: every pair, the paper's rule. Not in the paper: at full KB
-        the negatives that are frequent golds ('United States') are pushed away from the
-        many mentions that name them (README, "Hard negative mining at full scale").
+        the described negatives are mostly frequent golds ('United States'); leaving them
+        out did not remove mining's recall loss (README, "Hard negative mining at full
+        scale").
 
     Raises:
       ValueError: when `mining_round` is older than the round the checkpoint was trained on;
