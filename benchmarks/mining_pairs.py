@@ -44,16 +44,23 @@ def _words(text: str) -> set:
              .split())
 
 
-def read_gold_counts(extract_dir: str) -> collections.Counter:
-  """{folded entity title: training anchors linking to it} from alias_counts.tsv."""
+def _alias_rows(extract_dir: str):
+  """Yields (folded anchor text, folded entity title, count) of alias_counts.tsv (training
+  anchors)."""
   from dense_entity.kb import schema  # pylint: disable=g-import-not-at-top
   from dense_entity.kb import titles  # pylint: disable=g-import-not-at-top
-  counts = collections.Counter()
   with open(os.path.join(extract_dir, schema.ALIAS_COUNTS_FILE), encoding="utf-8") as f:
     for line in f:
       parts = line.rstrip("\n").split("\t")
       if len(parts) == 3:
-        counts[titles.fold_text(parts[1])] += int(parts[2])
+        yield titles.fold_text(parts[0]), titles.fold_text(parts[1]), int(parts[2])
+
+
+def read_gold_counts(extract_dir: str) -> collections.Counter:
+  """{folded entity title: training anchors linking to it} from alias_counts.tsv."""
+  counts = collections.Counter()
+  for _, entity, n in _alias_rows(extract_dir):
+    counts[entity] += n
   return counts
 
 
@@ -87,14 +94,9 @@ def negative_gold_frequencies(pairs, gold_counts: collections.Counter) -> dict:
 def read_anchor_targets(extract_dir: str) -> dict:
   """{folded anchor text: set of folded entity titles} from alias_counts.tsv (training
   anchors)."""
-  from dense_entity.kb import schema  # pylint: disable=g-import-not-at-top
-  from dense_entity.kb import titles  # pylint: disable=g-import-not-at-top
   targets = collections.defaultdict(set)
-  with open(os.path.join(extract_dir, schema.ALIAS_COUNTS_FILE), encoding="utf-8") as f:
-    for line in f:
-      parts = line.rstrip("\n").split("\t")
-      if len(parts) == 3:
-        targets[titles.fold_text(parts[0])].add(titles.fold_text(parts[1]))
+  for alias, entity, _ in _alias_rows(extract_dir):
+    targets[alias].add(entity)
   return targets
 
 

@@ -168,6 +168,14 @@ def drop_negatives(records: tf.data.Dataset,
   return records.filter(kept)
 
 
+def keep_pairs(records: tf.data.Dataset, max_gold_rank: int = -1, described_only: bool = False,
+               excluded_negatives: Optional[np.ndarray] = None) -> tf.data.Dataset:
+  """Serialized hard negative pair records -> those that every pair filter keeps
+  (keep_max_gold_rank, keep_described_negatives, drop_negatives); all of them by default."""
+  return drop_negatives(keep_described_negatives(keep_max_gold_rank(records, max_gold_rank),
+                                                 described_only), excluded_negatives)
+
+
 def pairs_have_gold_rank(files: List[str]) -> bool:
   """Whether the first record of hard negative pair `files` has schema.GOLD_RANK (rounds
   mined before it was recorded have none); False when there is no record."""
@@ -208,12 +216,9 @@ def mention_dataset(files: List[str], batch_size: int, shuffle_buffer: int = 0,
       several workers).
     link_sources: keep only mentions whose link was written there (keep_link_sources); empty:
       all.
-    max_gold_rank: hard negative pair records only: keep the pairs whose gold ranked at most
-      this (keep_max_gold_rank); < 0: all.
-    described_only: hard negative pair records only: keep the pairs whose negative entity has
-      a description (keep_described_negatives).
-    excluded_negatives: hard negative pair records only: int64 entity ids (entity_ids) whose
-      pairs are left out (drop_negatives); None: none.
+    max_gold_rank, described_only, excluded_negatives: hard negative pair records only: the
+      filters of keep_pairs (gold rank at most max_gold_rank, < 0: all; negatives with a
+      description only; int64 entity ids whose pairs are left out, None: none).
 
   Returns:
     A dataset of dicts: the 4 mention features and the 4 entity features as tf.string
@@ -227,9 +232,7 @@ def mention_dataset(files: List[str], batch_size: int, shuffle_buffer: int = 0,
   ds = ds.interleave(tf.data.TFRecordDataset, cycle_length=min(4, len(files)),
                      num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
   ds = keep_link_sources(ds, link_sources)
-  ds = keep_max_gold_rank(ds, max_gold_rank)
-  ds = keep_described_negatives(ds, described_only)
-  ds = drop_negatives(ds, excluded_negatives)
+  ds = keep_pairs(ds, max_gold_rank, described_only, excluded_negatives)
   if repeat:
     ds = ds.repeat()
   if shuffle_buffer:

@@ -62,6 +62,13 @@ def check_labeled_split(examples: Dict[str, List[bytes]], name: str, batch_size:
   return n
 
 
+def _id_counts(titles: List[bytes]) -> Tuple[np.ndarray, np.ndarray]:
+  """(distinct entity ids (records.entity_ids) int64 `[n]`, sorted, occurrences int64 `[n]`)
+  of entity `titles`."""
+  return np.unique(records.entity_ids(tf.constant(titles, tf.string)).numpy(),
+                   return_counts=True)
+
+
 class Trainer:
   """Builds the model under `strategy`, restores the latest checkpoint, and trains.
 
@@ -272,9 +279,8 @@ class Trainer:
             f"({self.negative_files[0] if self.negative_files else 'no files'}) carry no "
             f"gold rank (mined before it was recorded); mine the round again")
     if num_pairs is None:
-      kept = records.drop_negatives(records.keep_described_negatives(records.keep_max_gold_rank(
-          tf.data.TFRecordDataset(self.negative_files), max_gold_rank), described_only),
-                                    self.excluded_negatives)
+      kept = records.keep_pairs(tf.data.TFRecordDataset(self.negative_files), max_gold_rank,
+                                described_only, self.excluded_negatives)
       num_pairs = sum(1 for _ in kept)
       if not num_pairs:
         raise ValueError(
@@ -376,10 +382,6 @@ class Trainer:
     """q(e): the probability that a training example's gold is entity e, over the sources as
     training draws them (the extraction's mentions and each labeled split at its fraction);
     keyed by TrainSteps.gold_fingerprints. Sums to 1."""
-    def counts(titles) -> Tuple[np.ndarray, np.ndarray]:
-      return np.unique(records.entity_ids(tf.constant(titles, tf.string)).numpy(),
-                       return_counts=True)
-
     sources = [(self._training_gold_titles(),
                 1.0 - sum(f for _, f in self.labeled_sources.values()))]
     sources += [(split[schema.ENTITY_TITLE], f) for split, f in self.labeled_sources.values()]
@@ -387,7 +389,7 @@ class Trainer:
     for titles, weight in sources:
       if weight <= 0 or not titles:
         continue
-      ids, n = counts(titles)
+      ids, n = _id_counts(titles)
       for i, c in zip(ids.tolist(), (weight * n / n.sum()).tolist()):
         q[i] = q.get(i, 0.0) + c
     return q
@@ -406,8 +408,7 @@ class Trainer:
   def training_gold_counts(self) -> Tuple[np.ndarray, np.ndarray]:
     """(entity ids (records.entity_ids) int64 `[n]`, sorted, training mentions with that gold
     int64 `[n]`) over the extraction's training mentions that `link_sources` keeps."""
-    return np.unique(records.entity_ids(tf.constant(self._training_gold_titles(),
-                                                    tf.string)).numpy(), return_counts=True)
+    return _id_counts(self._training_gold_titles())
 
   def _log_q_table(self) -> tf.lookup.StaticHashTable:
     """log q(e) by gold fingerprint (gold_probabilities); entities absent from every source
