@@ -37,7 +37,8 @@ def _bag_means(embedding, features, num_rows, extra=(), all_rows=False):
     embedding: layers.SharedEmbedding.
     features: featurizer.FlatFeatures of a batch featurized in one pass.
     num_rows: int64 scalar.
-    extra: int ragged `[rows_i, (n)]` id tensors (the span's or title's character trigrams).
+    extra: featurizer.FlatCharNgrams bags (the span's or title's character trigrams; rows
+      int64 `[m]`, counts int64 `[rows_i]`).
     all_rows: whether num_rows is all the rows of `features` (fewer ops: nothing to cut off).
 
   Returns:
@@ -58,15 +59,28 @@ def _bag_means(embedding, features, num_rows, extra=(), all_rows=False):
     segments = [features.rowids[:kept], features.bigram_rowids[:kept_bigrams] + num_rows]
   all_counts = [counts, bigram_counts]
   offset = 2 * num_rows
+  sizes = [num_rows, num_rows]
   for bag in extra:
-    ids.append(tf.cast(bag.flat_values, tf.int64))
-    segments.append(layers.value_rowids(bag) + offset)
-    all_counts.append(tf.cast(bag.row_lengths(), tf.int64))
-    offset += tf.cast(bag.nrows(), tf.int64)
+    ids.append(bag.ids)
+    segments.append(bag.rowids + offset)
+    all_counts.append(bag.counts)
+    sizes.append(tf.size(bag.counts, out_type=tf.int64))
+    offset += sizes[-1]
   means = embedding.segment_means(tf.concat(ids, 0), tf.concat(segments, 0),
                                   tf.concat(all_counts, 0))
-  return tf.split(means, tf.stack([num_rows, num_rows] + [
-      tf.cast(bag.nrows(), tf.int64) for bag in extra]), axis=0, num=2 + len(extra))
+  return tf.split(means, tf.stack(sizes), axis=0, num=2 + len(extra))
+
+
+def _char_ngrams(text_featurizer, f, start, stop):
+  """Character trigrams (featurizer.FlatCharNgrams) of rows [start, stop) of flat features
+  `f`, rows renumbered from 0; start 0 or an int64 scalar, stop an int64 scalar."""
+  if isinstance(start, int) and start == 0:
+    last = tf.reduce_sum(f.counts[:stop])
+    return text_featurizer.char_ngrams_flat(f.tokens[:last], f.rowids[:last], stop)
+  first = tf.reduce_sum(f.counts[:start])
+  last = first + tf.reduce_sum(f.counts[start:stop])
+  return text_featurizer.char_ngrams_flat(f.tokens[first:last], f.rowids[first:last] - start,
+                                          stop - start)
 
 
 def _combine(dense, context_match, context_vector, name_match, name_vector):
@@ -124,11 +138,10 @@ class MentionEncoder(keras.layers.Layer):
     f = self.text_featurizer.flat_features(tf.concat(texts, 0))
     grams = None
     if self.char_ngrams or self.name_match is not None:
-      # The span's character trigrams.
-      grams = self.text_featurizer.char_ngrams(
-          featurizer_lib.rows(f.tokens, f.counts, 0, batch))
+      # The span's character trigrams (rows [0, batch): the span's tokens come first).
+      grams = _char_ngrams(self.text_featurizer, f, 0, batch)
     unigrams, bigrams, *char_means = _bag_means(
-        self.embedding, f, len(parts) * batch, (grams[1],) if self.char_ngrams else (),
+        self.embedding, f, len(parts) * batch, (grams,) if self.char_ngrams else (),
         all_rows=True)
     unigrams = tf.split(unigrams, len(parts), axis=0, num=len(parts))
     bigrams = tf.split(bigrams, len(parts), axis=0, num=len(parts))
@@ -147,8 +160,9 @@ class MentionEncoder(keras.layers.Layer):
       lexical = self.context_match.encode(f.unigram_ids[first:], f.tokens[first:],
                                           f.rowids[first:] - 3 * batch, batch)
     if self.name_match is not None:
-      name = self.name_match(grams[1], grams[0])
+      name = self.name_match.encode(grams.ids, grams.grams, grams.rowids, batch)
     return _combine(encoding, self.context_match, lexical, self.name_match, name)
+
 
 
 @keras.saving.register_keras_serializable(package="dense_entity")
@@ -205,10 +219,10 @@ class EntityEncoder(keras.layers.Layer):
     f = self.text_featurizer.flat_features(tf.concat(texts, 0))
     grams = None
     if self.char_ngrams or self.name_match is not None:
-      grams = self.text_featurizer.char_ngrams(featurizer_lib.rows(f.tokens, f.counts, 0, batch))
+      grams = _char_ngrams(self.text_featurizer, f, 0, batch)
     # The aliases' tokens give trigrams only.
     unigrams, bigrams, *char_means = _bag_means(
-        self.embedding, f, 2 * batch, (grams[1],) if self.char_ngrams else (),
+        self.embedding, f, 2 * batch, (grams,) if self.char_ngrams else (),
         all_rows=not with_aliases)
     unigrams = tf.split(unigrams, 2, axis=0, num=2)
     bigrams = tf.split(bigrams, 2, axis=0, num=2)
@@ -229,16 +243,15 @@ class EntityEncoder(keras.layers.Layer):
         ids, tokens, rowids = ids[:kept], tokens[:kept], rowids[:kept]
       lexical = self.context_match.encode(ids, tokens, rowids % tf.maximum(batch, 1), batch)
     if self.name_match is not None:
-      name = self.name_match(grams[1], grams[0])
+      name = self.name_match.encode(grams.ids, grams.grams, grams.rowids, batch)
       if with_aliases:
         # The aliases' trigram vector, added to the title's at a lower weight: one bag of all
         # names would dilute the title of an entity with many redirects ('Germany': 'German
         # art' outranked it for 'Germany').
-        alias_grams = self.text_featurizer.char_ngrams(
-            featurizer_lib.rows(f.tokens, f.counts, 2 * batch, 3 * batch))
+        alias_grams = _char_ngrams(self.text_featurizer, f, 2 * batch, 3 * batch)
         name = tf.math.l2_normalize(
-            name + self.name_match_alias_weight * self.name_match(alias_grams[1],
-                                                                  alias_grams[0]),
+            name + self.name_match_alias_weight * self.name_match.encode(
+                alias_grams.ids, alias_grams.grams, alias_grams.rowids, batch),
             axis=-1, epsilon=1e-12)
     return _combine(encoding, self.context_match, lexical, self.name_match, name)
 

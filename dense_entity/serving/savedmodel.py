@@ -169,6 +169,33 @@ class Encoder:
       names = [x.decode("utf-8") for x in order.numpy()]
       if sorted(names) == self.input_names:
         self._packed_names = names
+    self._packed_call = self._flat_call() if self._packed_names else None
+
+  def _flat_call(self):
+    """The packed signature's graph function called on one flat tensor, or None.
+
+    A signature call binds its keyword arguments to the function's structured inputs and packs
+    the outputs into a dict: 0.07-0.13 ms of Python per call, a quarter of a single mention's
+    encoding (issue 17). The signature's traced function (`_inference_function.call_flat`,
+    TensorFlow's own fast path, not public API) takes the input and the captured variables as
+    a flat list. Used only where it exists and gives the signature's own output on a probe;
+    otherwise (another TensorFlow version) None, and calls go through the signature.
+    """
+    function = getattr(self._packed, "_inference_function", None)
+    captured = list(getattr(self._packed, "captured_inputs", None) or ())
+    if function is None or not hasattr(function, "call_flat"):
+      return None
+
+    def call(packed):
+      return function.call_flat(packed, *captured)[0]
+
+    probe = tf.constant([["Probe text, ünïcode 1."] * 2] * len(self._packed_names), tf.string)
+    try:
+      fast = call(probe).numpy()
+    except Exception:  # pylint: disable=broad-except
+      return None
+    slow = self._packed(**{PACKED_INPUT: probe})[OUTPUT_KEY].numpy()
+    return call if fast.shape == slow.shape and np.array_equal(fast, slow) else None
 
   def __call__(self, features: Dict[str, object], batch_size: int = 1024) -> np.ndarray:
     missing = [n for n in self.input_names
@@ -187,8 +214,10 @@ class Encoder:
     out = []
     for start in range(0, n, batch_size):
       if packed:
-        rows = [list(features[name][start:start + batch_size]) for name in self._packed_names]
-        out.append(self._packed(**{PACKED_INPUT: tf.constant(rows, tf.string)})[OUTPUT_KEY])
+        rows = tf.constant([list(features[name][start:start + batch_size])
+                            for name in self._packed_names], tf.string)
+        out.append(self._packed_call(rows) if self._packed_call is not None
+                   else self._packed(**{PACKED_INPUT: rows})[OUTPUT_KEY])
         continue
       batch = {name: tf.constant(list(features[name][start:start + batch_size]), tf.string)
                if not isinstance(features[name], tf.Tensor)

@@ -168,3 +168,53 @@ def test_flat_features_equal_featurize():
   assert flat.unigram_ids.numpy().tolist() == unigrams.flat_values.numpy().tolist()
   assert flat.bigram_ids.numpy().tolist() == bigrams.flat_values.numpy().tolist()
   assert flat.bigram_rowids.numpy().tolist() == bigrams.value_rowids().numpy().tolist()
+
+
+# Issue 17: character trigrams are cut by Substr out of each wrapped token (char_ngrams_flat)
+# instead of unicode_split + tf_text.ngrams over ragged tensors (char_ngrams_reference); the
+# trigrams and their ids must stay the same, or a trained model's name rows would change.
+INVALID_UTF8 = [b"\xff\xfeabc", b"ab\xc3", b"\xe2\x82 x y", b"\x80\x80\x80\x80", b"ok \xed\xa0\x80"]
+
+
+def _trigrams_both_ways(texts):
+  f = featurizer.TextFeaturizer(1 << 20)
+  tokens = featurizer.tokenize(tf.constant(texts))
+  new_grams, new_ids = f.char_ngrams(tokens)
+  old_grams, old_ids = f.char_ngrams_reference(tokens)
+  return (new_grams.to_list(), new_ids.to_list()), (old_grams.to_list(), old_ids.to_list())
+
+
+def test_char_trigrams_of_a_name():
+  f = featurizer.TextFeaturizer(1 << 20)
+  grams, ids = f.char_ngrams(featurizer.tokenize(tf.constant(["Zug", "", "Jürgen ab"])))
+  p = "\x01".encode()
+  assert grams.to_list() == [[p + b"<zu", p + b"zug", p + b"ug>"], [],
+                             [p + b"<ju", p + b"jur", p + b"urg", p + b"rge", p + b"gen",
+                              p + b"en>", p + b"<ab", p + b"ab>"]]
+  assert ids.to_list()[0] == [int(x) for x in tf.strings.to_hash_bucket_fast(
+      [p + b"<zu", p + b"zug", p + b"ug>"], 1 << 20)]
+
+
+def test_char_trigrams_equal_reference_on_edge_cases_and_invalid_utf8():
+  texts = EDGE_CASES + INVALID_UTF8 + ["a", "ab", "x y z", "漢字 カナ", "e\u0301\u0301e"]
+  new, old = _trigrams_both_ways(texts)
+  assert new == old
+  assert sum(len(row) for row in new[0]) > 100
+
+
+def test_char_trigrams_equal_reference_on_real_lines():
+  lines = _real_lines()
+  if len(lines) < 1000:
+    pytest.skip("../shared/data (otherwiki dumps, AIDA) not found")
+  new, old = _trigrams_both_ways(lines)
+  assert new == old
+
+
+def test_char_trigrams_flat_rows_and_counts():
+  f = featurizer.TextFeaturizer(1 << 20)
+  flat = f.flat_features(tf.constant(["ab cde", "", "xy"]))
+  grams = f.char_ngrams_flat(flat.tokens, flat.rowids, tf.constant(4, tf.int64))
+  # 'ab' -> <ab ab>; 'cde' -> <cd cde de>; row 1 empty; 'xy' -> <xy xy>; row 3 beyond the texts.
+  assert grams.rowids.numpy().tolist() == [0, 0, 0, 0, 0, 2, 2]
+  assert grams.counts.numpy().tolist() == [5, 0, 2, 0]
+  assert grams.grams.numpy().tolist()[2:5] == [b"\x01<cd", b"\x01cde", b"\x01de>"]

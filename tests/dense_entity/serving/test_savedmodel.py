@@ -136,5 +136,10 @@ def test_packed_signature_equals_named_inputs(exported):
     expected = encoder._fn(**named)[savedmodel.OUTPUT_KEY].numpy()  # pylint: disable=protected-access
     np.testing.assert_array_equal(encoder(features), expected)
     np.testing.assert_allclose(encoder(features, batch_size=1), expected, atol=1e-6)
+    # The flat call of the packed graph function (no keyword binding) gives the same, and so
+    # does the signature called by keyword when the flat call is not there.
+    assert encoder._packed_call is not None  # pylint: disable=protected-access
+    encoder._packed_call = None  # pylint: disable=protected-access
+    np.testing.assert_array_equal(encoder(features), expected)
     encoder._packed_names = None  # pylint: disable=protected-access
     np.testing.assert_array_equal(encoder(features), expected)
