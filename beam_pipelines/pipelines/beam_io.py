@@ -132,6 +132,47 @@ class WriteTextFile(beam.PTransform):
             | "Write" >> beam.Map(write))
 
 
+def shard_of(key: str, num_shards: int) -> int:
+  """The shard of a record's key: a fingerprint (sha256), the same in every process."""
+  return int.from_bytes(hashlib.sha256(key.encode("utf-8")).digest()[:8], "big") % num_shards
+
+
+class PackByShard(beam.DoFn):
+  """(key, record) -> (shard, [(key, record), ...]): the records of a bundle packed by shard,
+  so that the shuffle to the shard writers moves one element per pack, not per record (each
+  element costs an encode and a decode; issue 17). A pack is sent when it holds
+  `max_records` records or the bundle's packs hold `max_bytes` of records, and at the end of
+  the bundle."""
+
+  def __init__(self, max_records: int = 1024, max_bytes: int = 32 << 20):
+    super().__init__()
+    self._max_records = max_records
+    self._max_bytes = max_bytes
+
+  def start_bundle(self):
+    self._packs, self._bytes = {}, 0
+
+  def process(self, record, num_shards):
+    shard = shard_of(record[0], num_shards)
+    pack = self._packs.setdefault(shard, [])
+    pack.append(record)
+    self._bytes += len(record[1])
+    if len(pack) >= self._max_records:
+      del self._packs[shard]
+      self._bytes -= sum(len(r[1]) for r in pack)
+      yield shard, pack
+    elif self._bytes >= self._max_bytes:
+      yield from self._take()
+
+  def finish_bundle(self):
+    for element in self._take():
+      yield beam.transforms.window.GlobalWindows.windowed_value(element)
+
+  def _take(self):
+    packs, self._packs, self._bytes = self._packs, {}, 0
+    return sorted(packs.items(), key=lambda kv: kv[0])
+
+
 class WriteShardedTFRecords(beam.PTransform):
   """(sort key, serialized record) -> PREFIX-SSSSS-of-NNNNN.tfrecord files, deterministically.
 
@@ -158,21 +199,17 @@ class WriteShardedTFRecords(beam.PTransform):
                     | "NumShards" >> beam.Map(lambda n: max(1, -(-n // per_shard))))
     num_shards_side = beam.pvalue.AsSingleton(num_shards)
 
-    def assign(record, n):
-      key, _ = record
-      shard = int.from_bytes(hashlib.sha256(key.encode("utf-8")).digest()[:8], "big") % n
-      return shard, record
-
     def write(element, n):
       shard, grouped = element
-      rows = sorted(r for r in grouped if r is not None)  # None: the shard's marker
+      # Packs of records, and None: the shard's marker.
+      rows = sorted(r for pack in grouped if pack is not None for r in pack)
       path = f"{path_prefix}-{shard:05d}-of-{n:05d}.tfrecord"
       with tf.io.TFRecordWriter(path) as writer:
         for _, value in rows:
           writer.write(value)
       return path, len(rows)
 
-    keyed = records | "AssignShard" >> beam.Map(assign, num_shards_side)
+    keyed = records | "AssignShard" >> beam.ParDo(PackByShard(), num_shards_side)
     # One (shard, None) marker per shard, so that every shard file is written; a plain
     # GroupByKey over records and markers (a CoGroupByKey tagged every record in two more
     # steps).

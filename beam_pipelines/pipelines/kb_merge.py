@@ -184,8 +184,10 @@ def resolve_value(element, anchors: bool = True):
   redirect', kind 'mentions', 'descriptions', ...); at a looping redirect they are dropped
   ('<kind>_dropped_redirect_loop'); a listed title that is a redirect is an alias
   ('titles_listed_that_are_redirects'); a value whose final title is not in the main
-  namespace is dropped ('<kind>_dropped_other_namespace').
-  Mentions also yield (key of their span text, (ANCHOR, final key, None)).
+  namespace is dropped ('<kind>_dropped_other_namespace'). A MENTION value carries the list
+  of all mention payloads that link to its title (`MergeKnowledgeBase`), counted one per
+  mention. Mentions also yield (key of their span text, (ANCHOR, final key, None)), once per
+  distinct span key of the list (only whether a key is anchor text is read).
   """
   key, grouped = element
   redirects = list(grouped["redirect"])
@@ -194,21 +196,23 @@ def resolve_value(element, anchors: bool = True):
     _, final_key, final_title = redirects[0]
   for tag, title, payload in grouped["value"]:
     kind = _COUNTER_PREFIX[tag]
+    n = len(payload) if tag == MENTION else 1
     if redirects:
       if tag == LISTED:
         _count("titles_listed_that_are_redirects")
         continue
       if final_key is None:
-        _count(f"{kind}_dropped_redirect_loop")
+        _count(f"{kind}_dropped_redirect_loop", n)
         continue
-      _count(f"{kind}_resolved_through_redirect")
+      _count(f"{kind}_resolved_through_redirect", n)
       title = final_title  # the redirect target's spelling, not the redirect's
     if not namespaces.is_main_namespace_title(title):
-      _count(f"{kind}_dropped_other_namespace")
+      _count(f"{kind}_dropped_other_namespace", n)
       continue
     yield final_key, (tag, title, payload)
     if tag == MENTION and anchors:
-      yield titles.match_key(payload[2]), (ANCHOR, final_key, None)
+      for anchor_key in sorted({titles.match_key(mention[2]) for mention in payload}):
+        yield anchor_key, (ANCHOR, final_key, None)
 
 
 def key_flags(element) -> Iterator[Tuple[str, Tuple[str, bool, bool]]]:
@@ -253,7 +257,10 @@ class BuildEntityFn(beam.DoFn):
     key, values = element
     by_tag = collections.defaultdict(list)
     for tag, title, payload in values:
-      by_tag[tag].append((title, payload))
+      if tag == MENTION:  # the mentions of one link target title, as a list
+        by_tag[tag].extend((title, mention) for mention in payload)
+      else:
+        by_tag[tag].append((title, payload))
     articles, mentions = by_tag[ARTICLE], by_tag[MENTION]
     descriptions, listed = by_tag[DESCRIPTION], by_tag[LISTED]
     aliases = sorted({title for title, _ in by_tag[ALIAS]})
@@ -325,6 +332,32 @@ class BuildEntityFn(beam.DoFn):
       yield beam.pvalue.TaggedOutput(self.REDIRECT, (alias, entity.title))
 
 
+class ConcatenateLists(beam.CombineFn):
+  """Values -> one list of them (in no set order: BuildEntityFn's result does not depend on
+  it). Lifted by Beam: each bundle's lists are made before the shuffle."""
+
+  def create_accumulator(self):
+    return []
+
+  def add_input(self, accumulator, value):
+    accumulator.append(value)
+    return accumulator
+
+  def add_inputs(self, accumulator, values):
+    accumulator.extend(values)
+    return accumulator
+
+  def merge_accumulators(self, accumulators):
+    accumulators = iter(accumulators)
+    merged = next(accumulators, [])
+    for accumulator in accumulators:
+      merged.extend(accumulator)
+    return merged
+
+  def extract_output(self, accumulator):
+    return accumulator
+
+
 class MergeKnowledgeBase(beam.PTransform):
   """Every KB source -> entities, their mentions and the redirects, one entity per key.
 
@@ -371,8 +404,13 @@ class MergeKnowledgeBase(beam.PTransform):
             lambda kv: (key(kv[0]), (ARTICLE, kv[0], kv[1]))),
         get("descriptions") | "TagDescriptions" >> beam.Map(
             lambda kv: (key(kv[0]), (DESCRIPTION, kv[0], kv[1]))),
-        get("mentions") | "TagMentions" >> beam.Map(
-            lambda kv: (key(kv[0]), (MENTION, kv[0], kv[1]))),
+        # Mentions travel as one list per link target title, not one element each: every
+        # element costs an encode and a decode at each join (a quarter of the extraction's
+        # time, issue 17), and a title has many links (the partial lists are made in the
+        # parsing stage, as Beam lifts the combiner).
+        get("mentions")
+        | "PackMentionsByTarget" >> beam.CombinePerKey(ConcatenateLists())
+        | "TagMentions" >> beam.Map(lambda kv: (key(kv[0]), (MENTION, kv[0], kv[1]))),
         get("titles") | "TagTitles" >> beam.Map(lambda t: (key(t), (LISTED, t, None))),
         get("disambiguations") | "TagDisambiguations" >> beam.Map(
             lambda t: (key(t), (DISAMBIGUATION, t, None))),
