@@ -6,7 +6,7 @@ Issue 17, item 3. Times, in one run and on the same real strings:
   n-grams and lookups in the graph) through `serving.savedmodel.load_encoder`, in calls of
   --mention_batch_sizes mentions (default 1, 64 and 1,024);
 - ours, entity encoder: the exported entity encoder (title + text + categories, aliases '')
-  in calls of --entity_batch_size entities;
+  in calls of --entity_batch_sizes entities (default 1 and 1,024);
 - GloVe average (numpy): each string lower-cased, split by a simple regex, the tokens looked up
   in --glove (unknown tokens skipped) and averaged; one average per feature, concatenated and
   L2-normalised. The floor any bag-of-words encoder can reach in Python on these strings; timed
@@ -68,7 +68,7 @@ def define_flags():
   flags.DEFINE_string("glove", os.path.join(_SHARED, "glove", "glove.6B.50d.top100k.txt.gz"),
                       "GloVe vectors (word v1 ... vd per line, optionally gzipped).")
   flags.DEFINE_list("mention_batch_sizes", ["1", "64", "1024"], "Mentions per call.")
-  flags.DEFINE_integer("entity_batch_size", 1024, "Entities per call.", lower_bound=1)
+  flags.DEFINE_list("entity_batch_sizes", ["1", "1024"], "Entities per call.")
   flags.DEFINE_integer("num_entities", 4096, "Entities read from the extraction.", lower_bound=1)
   flags.DEFINE_float("min_seconds", 3.0, "Seconds timed per row (after one warm-up call).",
                      lower_bound=0.0)
@@ -382,8 +382,10 @@ def main(argv):
   from dense_entity.serving import savedmodel  # pylint: disable=g-import-not-at-top
   manifest = savedmodel.read_manifest(FLAGS.export_dir)
   sizes = [int(s) for s in FLAGS.mention_batch_sizes]
-  if not sizes or min(sizes) < 1:
-    raise app.UsageError(f"--mention_batch_sizes must be positive integers, got {sizes}")
+  entity_sizes = [int(s) for s in FLAGS.entity_batch_sizes]
+  if not sizes or min(sizes) < 1 or (entity_sizes and min(entity_sizes) < 1):
+    raise app.UsageError(f"--mention_batch_sizes and --entity_batch_sizes must be positive "
+                         f"integers, got {sizes} and {entity_sizes}")
   t0 = time.time()
   mentions = datasets_lib.load(FLAGS.dataset)
   feats = datasets_lib.all_features(mentions)
@@ -403,7 +405,8 @@ def main(argv):
         f"{manifest.get('encoding_dim')}); GloVe {len(glove.words):,} x {glove.dim}; "
         f"{os.cpu_count()} CPU cores, TF {tf.__version__}, intra-op threads "
         f"{tf.config.threading.get_intra_op_parallelism_threads() or 'default'}, inter-op threads "
-        f"{tf.config.threading.get_inter_op_parallelism_threads() or 'default'}; loaded in "
+        f"{tf.config.threading.get_inter_op_parallelism_threads() or 'default'}, oneDNN "
+        f"{'off' if os.environ.get('TF_ENABLE_ONEDNN_OPTS') == '0' else 'on'}; loaded in "
         f"{time.time() - t0:.0f} s", flush=True)
   table = []  # (label, kind, result)
   for b in sizes:
@@ -424,12 +427,13 @@ def main(argv):
     n_ent = len(entity_rows[next(iter(entity_rows))])
     ent_chars = np.mean([sum(len(entity_rows[k][i]) for k in entity_rows)
                          for i in range(n_ent)])
-    batches = _batches(entity_rows, FLAGS.entity_batch_size)
-    floor = time_calls(glove, batches, FLAGS.min_seconds)
-    ours = time_calls(lambda x: entity_encoder(x, batch_size=FLAGS.entity_batch_size), batches,
-                      FLAGS.min_seconds)
-    table += [(f"ours: entity encoder ({ent_chars:.0f} chars/entity)", floor, ours),
-              ("GloVe-50d average, entities (numpy)", floor, floor)]
+    for b in entity_sizes:
+      batches = _batches(entity_rows, b)
+      floor = time_calls(glove, batches, FLAGS.min_seconds)
+      ours = time_calls(lambda x, b=b: entity_encoder(x, batch_size=b), batches,
+                        FLAGS.min_seconds)
+      table += [(f"ours: entity encoder ({ent_chars:.0f} chars/entity)", floor, ours),
+                ("GloVe-50d average, entities (numpy)", floor, floor)]
   print(f"\n{'encoder':<44}{'batch':>6}{'calls':>7}{'strings/s':>11}{'ms/call':>10}"
         f"{'x GloVe':>9}")
   for label, floor, r in table:
