@@ -260,12 +260,18 @@ def _sentence_transformer(path: str):
     return None, f"sentence_transformers does not import ({e})"
   model = SentenceTransformer(path, device="cpu", local_files_only=True)
 
+  from dense_entity.kb import schema  # pylint: disable=g-import-not-at-top
+
   def encode(features):
-    keys = sorted(features)
-    n = len(features[keys[0]])
-    # One text per mention: the sentence with the mention span marked is what such a model reads.
-    texts = [" ".join(features[k][i] for k in keys) for i in range(n)]
-    return model.encode(texts, batch_size=max(1, n), convert_to_numpy=True)
+    # One text per mention: its sentence with the span back in place of the mask (what such a
+    # model reads); entity rows: title and text.
+    if schema.MENTION_SENTENCE in features:
+      texts = [sentence.replace(schema.MENTION_MASK, span, 1) for sentence, span in zip(
+          features[schema.MENTION_SENTENCE], features[schema.MENTION_SPAN])]
+    else:
+      keys = sorted(features)
+      texts = [" ".join(row) for row in zip(*(features[k] for k in keys))]
+    return model.encode(texts, batch_size=max(1, len(texts)), convert_to_numpy=True)
   return encode, None
 
 
@@ -434,11 +440,11 @@ def main(argv):
                         FLAGS.min_seconds)
       table += [(f"ours: entity encoder ({ent_chars:.0f} chars/entity)", floor, ours),
                 ("GloVe-50d average, entities (numpy)", floor, floor)]
-  print(f"\n{'encoder':<44}{'batch':>6}{'calls':>7}{'strings/s':>11}{'ms/call':>10}"
+  print(f"\n{'encoder':<44}{'batch':>6}{'calls':>7}{'strings/s':>11}{'ms/call':>12}"
         f"{'x GloVe':>9}")
   for label, floor, r in table:
     print(f"{label:<44}{r['batch']:>6}{r['calls']:>7}{r['per_s']:>11,.0f}"
-          f"{r['ms_per_call']:>10.3f}{r['per_s'] / floor['per_s']:>9.2f}")
+          f"{r['ms_per_call']:>12.3f}{r['per_s'] / floor['per_s']:>9.2f}")
   if not entity_rows:
     print("(entity rows skipped: --entities is empty)")
   if not st_encode:

@@ -334,10 +334,25 @@ class CategoryFeaturizer(keras.layers.Layer):
     self.num_buckets = int(num_buckets)
 
   def call(self, categories):
-    names = tf.strings.split(tf.convert_to_tensor(categories, tf.string),
-                             schema.CATEGORY_SEPARATOR)
-    names = tf.ragged.boolean_mask(names, tf.strings.length(names) > 0)
-    return tf.ragged.map_flat_values(tf.strings.to_hash_bucket_fast, names, self.num_buckets)
+    ids, _, counts = self.flat_ids(categories)
+    return tf.RaggedTensor.from_row_lengths(ids, counts, validate=False)
+
+  def flat_ids(self, categories) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+    """`call`, flat (issue 17: a dozen ops where the ragged split and mask took fifty).
+
+    Returns:
+      (ids int64 `[n]` in [0, num_buckets), rows int64 `[n]` (sorted), counts int64
+      `[batch]`): the non-empty names of each string, in order.
+    """
+    categories = tf.convert_to_tensor(categories, tf.string)
+    indices, names, _ = tf.raw_ops.StringSplitV2(input=categories,
+                                                 sep=schema.CATEGORY_SEPARATOR)
+    kept = tf.where(tf.strings.length(names) > 0)[:, 0]
+    rowids = tf.gather(indices[:, 0], kept)
+    counts = tf.raw_ops.DenseBincount(input=rowids, size=tf.size(categories, out_type=tf.int64),
+                                      weights=tf.zeros([0], tf.int64))
+    return (tf.strings.to_hash_bucket_fast(tf.gather(names, kept), self.num_buckets), rowids,
+            counts)
 
   def get_config(self):
     config = super().get_config()

@@ -178,6 +178,11 @@ class BagOfCategoriesEncoder(keras.layers.Layer):
   def call(self, category_ids):
     return self.dense(ragged_mean_embedding(self.embeddings, category_ids))
 
+  def encode_flat(self, ids, rowids, counts):
+    """`call` on flat ids (featurizer.CategoryFeaturizer.flat_ids): ids int `[n]`, rowids
+    int64 `[n]` (sorted), counts int `[batch]` -> float32 `[batch, output_dim]`."""
+    return self.dense(segment_mean_embedding(self.embeddings, ids, rowids, counts))
+
   def get_config(self):
     config = super().get_config()
     config.update(num_buckets=self.num_buckets, dim=self.dim, output_dim=self.output_dim)

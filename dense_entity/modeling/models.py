@@ -83,6 +83,16 @@ def _char_ngrams(text_featurizer, f, start, stop):
                                           stop - start)
 
 
+def _title_and_alias_ngrams(text_featurizer, f, batch):
+  """Character trigrams of rows [0, batch) (titles) and [2 batch, 3 batch) (aliases) of flat
+  features `f` in one pass, as rows [0, batch) and [batch, 2 batch)."""
+  title_end = tf.reduce_sum(f.counts[:batch])
+  alias_start = tf.reduce_sum(f.counts[:2 * batch])
+  return text_featurizer.char_ngrams_flat(
+      tf.concat([f.tokens[:title_end], f.tokens[alias_start:]], 0),
+      tf.concat([f.rowids[:title_end], f.rowids[alias_start:] - batch], 0), 2 * batch)
+
+
 def _combine(dense, context_match, context_vector, name_match, name_vector):
   """[sqrt(1 - w_c - w_n) * l2n(dense), sqrt(w_c) * context, sqrt(w_n) * name], the channels
   that exist (layers.combine_channels); l2n(dense) alone without them."""
@@ -217,8 +227,15 @@ class EntityEncoder(keras.layers.Layer):
     if with_aliases:
       texts.append(featurizer_lib.alias_text(tf.convert_to_tensor(aliases, tf.string)))
     f = self.text_featurizer.flat_features(tf.concat(texts, 0))
-    grams = None
-    if self.char_ngrams or self.name_match is not None:
+    grams = names = None
+    if self.name_match is not None and with_aliases:
+      # The trigrams of title (rows [0, batch)) and aliases (rows [batch, 2 batch)) in one
+      # pass; the title's are the first rows.
+      names = _title_and_alias_ngrams(self.text_featurizer, f, batch)
+      title_grams = tf.reduce_sum(names.counts[:batch])
+      grams = featurizer_lib.FlatCharNgrams(names.grams[:title_grams], names.ids[:title_grams],
+                                            names.rowids[:title_grams], names.counts[:batch])
+    elif self.char_ngrams or self.name_match is not None:
       grams = _char_ngrams(self.text_featurizer, f, 0, batch)
     # The aliases' tokens give trigrams only.
     unigrams, bigrams, *char_means = _bag_means(
@@ -228,7 +245,8 @@ class EntityEncoder(keras.layers.Layer):
     bigrams = tf.split(bigrams, 2, axis=0, num=2)
     description = self.description_encoder([
         self.text_encoder((unigrams[1], bigrams[1])),
-        self.category_encoder(self.category_featurizer(features[schema.ENTITY_CATEGORIES])),
+        self.category_encoder.encode_flat(
+            *self.category_featurizer.flat_ids(features[schema.ENTITY_CATEGORIES])),
     ])
     title = self.title_encoder((unigrams[0], bigrams[0]) + tuple(char_means))
     encoding = self.entity_encoder([description, title])
@@ -242,17 +260,17 @@ class EntityEncoder(keras.layers.Layer):
         kept = tf.reduce_sum(f.counts[:2 * batch])
         ids, tokens, rowids = ids[:kept], tokens[:kept], rowids[:kept]
       lexical = self.context_match.encode(ids, tokens, rowids % tf.maximum(batch, 1), batch)
-    if self.name_match is not None:
+    if self.name_match is not None and with_aliases:
+      # The aliases' trigram vector, added to the title's at a lower weight: one bag of all
+      # names would dilute the title of an entity with many redirects ('Germany': 'German
+      # art' outranked it for 'Germany'). Both vectors from one pass over 2 * batch rows.
+      title_name, alias_name = tf.split(
+          self.name_match.encode(names.ids, names.grams, names.rowids, 2 * batch), 2, axis=0,
+          num=2)
+      name = tf.math.l2_normalize(title_name + self.name_match_alias_weight * alias_name,
+                                  axis=-1, epsilon=1e-12)
+    elif self.name_match is not None:
       name = self.name_match.encode(grams.ids, grams.grams, grams.rowids, batch)
-      if with_aliases:
-        # The aliases' trigram vector, added to the title's at a lower weight: one bag of all
-        # names would dilute the title of an entity with many redirects ('Germany': 'German
-        # art' outranked it for 'Germany').
-        alias_grams = _char_ngrams(self.text_featurizer, f, 2 * batch, 3 * batch)
-        name = tf.math.l2_normalize(
-            name + self.name_match_alias_weight * self.name_match.encode(
-                alias_grams.ids, alias_grams.grams, alias_grams.rowids, batch),
-            axis=-1, epsilon=1e-12)
     return _combine(encoding, self.context_match, lexical, self.name_match, name)
 
 
