@@ -165,3 +165,15 @@ def test_char_trigrams_of_names_fold_accents_and_mark_word_boundaries():
   word = _lists(f.unigram_ids(featurizer.tokenize(tf.constant(["zug"]))))[0][0]
   assert word not in ids[0][6:]
   assert all(0 <= i < f.num_rows for i in ids[0])
+
+
+def test_category_flat_ids_rows_and_counts():
+  """Issue 17: the entity tower reads categories flat; the ragged call is built from it."""
+  cats = featurizer.CategoryFeaturizer(num_buckets=1000)
+  ids, rowids, counts = cats.flat_ids(tf.constant(["Rivers|Ports", "", "A||", "|B"]))
+  expected = [int(x) for x in tf.strings.to_hash_bucket_fast(["Rivers", "Ports", "A", "B"], 1000)]
+  assert ids.numpy().tolist() == expected
+  assert rowids.numpy().tolist() == [0, 0, 2, 3]
+  assert counts.numpy().tolist() == [2, 0, 1, 1]
+  assert cats(tf.constant(["Rivers|Ports", "", "A||", "|B"])).to_list() == [
+      expected[:2], [], expected[2:3], expected[3:]]

@@ -396,3 +396,34 @@ def test_one_pass_towers_equal_per_feature_encoding():
   entities = {k: tf.constant(v) for k, v in entities.items()}
   np.testing.assert_array_equal(model.entity_encoder(entities).numpy(),
                                 _per_feature_entity(model.entity_encoder, entities))
+
+
+def test_title_and_alias_trigrams_in_one_pass_equal_each_bag_alone():
+  """Issue 17: the entity tower cuts the trigrams of titles and aliases in one pass over
+  2 x batch rows; each entity's name vector must be l2n(unit(title) + w unit(aliases)) of its
+  own title and aliases, as when each bag is read alone, in any batch."""
+  cfg = config.get_preset("tiny").model
+  cfg.name_match_dim, cfg.name_match_weight, cfg.char_ngrams = 64, 0.3, True
+  model = models.DualEncoder(cfg)
+  model.name_match.set_document_frequencies(np.ones(model.text_featurizer.num_rows), 3)
+  feat, d = model.text_featurizer, cfg.encoding_dim
+  titles = ["Hypertext transfer protocol", "Port Alder", "", "Lake Ore"]
+  aliases = ["HTTP|Http/1.1", "", "Only an alias", "Ore lake|Lac d'Ore|Öre"]
+  features = {schema.ENTITY_TITLE: tf.constant(titles), schema.ENTITY_TEXT: tf.constant(
+      ["", "A port.", "x", "A lake in Norland."]), schema.ENTITY_CATEGORIES: tf.constant(
+          ["", "Ports", "", "Lakes|Norland"]), schema.ENTITY_ALIASES: tf.constant(aliases)}
+  batch = model.entity_encoder(features).numpy()
+
+  def name_vector(texts):
+    grams, ids = feat.char_ngrams(featurizer.tokenize(tf.constant(texts)))
+    return model.name_match(ids, grams).numpy()
+
+  w = cfg.name_match_alias_weight
+  expected = name_vector(titles) + w * name_vector(
+      [t.replace(schema.CATEGORY_SEPARATOR, " ") for t in aliases])
+  expected /= np.maximum(np.linalg.norm(expected, axis=1, keepdims=True), 1e-12)
+  np.testing.assert_allclose(batch[:, -64:], expected * cfg.name_match_weight ** 0.5, atol=1e-6)
+  for i in range(len(titles)):
+    alone = model.entity_encoder({k: v[i:i + 1] for k, v in features.items()}).numpy()
+    np.testing.assert_allclose(alone[0], batch[i], atol=1e-6)
+  assert d + 64 <= batch.shape[1]
