@@ -71,16 +71,11 @@ def _bag_means(embedding, features, num_rows, extra=(), all_rows=False):
   return tf.split(means, tf.stack(sizes), axis=0, num=2 + len(extra))
 
 
-def _char_ngrams(text_featurizer, f, start, stop):
-  """Character trigrams (featurizer.FlatCharNgrams) of rows [start, stop) of flat features
-  `f`, rows renumbered from 0; start 0 or an int64 scalar, stop an int64 scalar."""
-  if isinstance(start, int) and start == 0:
-    last = tf.reduce_sum(f.counts[:stop])
-    return text_featurizer.char_ngrams_flat(f.tokens[:last], f.rowids[:last], stop)
-  first = tf.reduce_sum(f.counts[:start])
-  last = first + tf.reduce_sum(f.counts[start:stop])
-  return text_featurizer.char_ngrams_flat(f.tokens[first:last], f.rowids[first:last] - start,
-                                          stop - start)
+def _char_ngrams(text_featurizer, f, stop):
+  """Character trigrams (featurizer.FlatCharNgrams) of rows [0, stop) of flat features `f`
+  (the span's or the title's: the first rows of a tower's batch); stop an int64 scalar."""
+  last = tf.reduce_sum(f.counts[:stop])
+  return text_featurizer.char_ngrams_flat(f.tokens[:last], f.rowids[:last], stop)
 
 
 def _title_and_alias_ngrams(text_featurizer, f, batch):
@@ -149,7 +144,7 @@ class MentionEncoder(keras.layers.Layer):
     grams = None
     if self.char_ngrams or self.name_match is not None:
       # The span's character trigrams (rows [0, batch): the span's tokens come first).
-      grams = _char_ngrams(self.text_featurizer, f, 0, batch)
+      grams = _char_ngrams(self.text_featurizer, f, batch)
     unigrams, bigrams, *char_means = _bag_means(
         self.embedding, f, len(parts) * batch, (grams,) if self.char_ngrams else (),
         all_rows=True)
@@ -236,7 +231,7 @@ class EntityEncoder(keras.layers.Layer):
       grams = featurizer_lib.FlatCharNgrams(names.grams[:title_grams], names.ids[:title_grams],
                                             names.rowids[:title_grams], names.counts[:batch])
     elif self.char_ngrams or self.name_match is not None:
-      grams = _char_ngrams(self.text_featurizer, f, 0, batch)
+      grams = _char_ngrams(self.text_featurizer, f, batch)
     # The aliases' tokens give trigrams only.
     unigrams, bigrams, *char_means = _bag_means(
         self.embedding, f, 2 * batch, (grams,) if self.char_ngrams else (),
