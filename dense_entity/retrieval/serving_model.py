@@ -158,8 +158,10 @@ class ServingModule(tf.Module):
       def search(q):
         # Built from the state variables on the first call, then kept by the resource manager.
         handle = self.scann_state.recreate_handle()
+        # ScaNN's own thread pool splits a batch of queries across the cores; one query runs
+        # on the calling thread (a pool hand-off would only add latency).
         row_ids, scores = scann_ops.scann_search_batched(handle, q, rows_k, pre_reorder, -1,
-                                                          False)
+                                                          tf.shape(q)[0] > 1)
         scores = tf.reshape(tf.cast(scores, tf.float32), [-1, rows_k])
         row_ids = tf.reshape(tf.cast(row_ids, tf.int32), [-1, rows_k])
         if row_entities is None:

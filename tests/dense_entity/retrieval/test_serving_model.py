@@ -48,6 +48,8 @@ fn = tf.saved_model.load(serving_dir).signatures['serving_default']
 features = json.load(open(inputs_path))
 out = fn(**{name: tf.constant(values) for name, values in features.items()})
 empty = fn(**{name: tf.constant([], tf.string) for name in features})
+single = [fn(**{name: tf.constant(values[i:i + 1]) for name, values in features.items()})
+          ['row_ids'].numpy()[0].tolist() for i in range(len(next(iter(features.values()))))]
 signature = {
     'inputs': {n: [s.dtype.name, s.shape.as_list()]
                for n, s in fn.structured_input_signature[1].items()},
@@ -56,7 +58,7 @@ signature = {
 project = sorted(m for m in sys.modules if m.split('.')[0] in ('dense_entity', 'export', 'scann'))
 print(json.dumps({'titles': [[t.decode() for t in row] for row in out['titles'].numpy()],
                   'scores': out['scores'].numpy().tolist(),
-                  'row_ids': out['row_ids'].numpy().tolist(),
+                  'row_ids': out['row_ids'].numpy().tolist(), 'single_row_ids': single,
                   'project_modules': project, 'signature': signature}))
 """
 
@@ -179,6 +181,9 @@ def test_ah_tree_serving_model_agrees_with_the_ah_tree_index(tmp_path):
     np.testing.assert_allclose([row[0] for row in got["scores"]], [row[0][1] for row in exact],
                                atol=2e-2)
     assert got["signature"]["outputs"]["titles"] == ["string", [None, K]]
+    # A batch is searched on ScaNN's thread pool, one query on the calling thread: same answers.
+    assert len(got["row_ids"]) == len(TEXTS) > 1
+    assert got["single_row_ids"] == got["row_ids"]
     shutil.rmtree(os.path.join(index_dir, "ah_tree"), ignore_errors=True)
   with pytest.raises(ValueError, match="too few"):
     small = build_tiny_workspace(tmp_path / "small")
