@@ -38,6 +38,7 @@ Usage (from the repository root):
 """
 
 import gzip
+import json
 import os
 import re
 import time
@@ -80,6 +81,12 @@ def define_flags():
                     "mention strings in, top-k titles out (encode + search), at the mention "
                     "batch sizes.")
   flags.DEFINE_bool("profile", True, "Print the single-mention profile.")
+  flags.DEFINE_bool("onednn_off_rows", True, "Also time our encoders with oneDNN off "
+                    "(TF_ENABLE_ONEDNN_OPTS=0, read when TensorFlow is imported: a child "
+                    "process with the same flags), rows marked '[oneDNN off]' in the same "
+                    "table; skipped when this process already runs with it off.")
+  flags.DEFINE_bool("rows_json", False, "Internal: print our encoders' rows as one JSON line "
+                    "(the child process of --onednn_off_rows).")
   flags.DEFINE_integer("inter_op_threads", 1, "TensorFlow inter-op threads (0: TensorFlow's "
                        "default, one per core). 1 is what a serving process on few cores should "
                        "set: on 2 cores it cut a single mention from ~0.70 to ~0.58 ms and ran "
@@ -321,6 +328,33 @@ def _profile(encoder, mention_rows: Dict[str, List[str]], min_seconds: float) ->
 _SCOPE_SUFFIX = re.compile(r"_\d+$")
 
 
+_ROWS_JSON = "ENCODER_ROWS_JSON "
+
+
+def _onednn_off_rows() -> List[tuple]:
+  """Our encoders' rows timed again in a child process with TF_ENABLE_ONEDNN_OPTS=0 (same
+  flags; no serving, MiniLM or profile rows), each with the GloVe floor the child measured
+  beside it. Returns (label + ' [oneDNN off]', floor, result) rows; none (a row saying why)
+  when the child fails."""
+  import json as json_lib  # pylint: disable=g-import-not-at-top
+  import subprocess  # pylint: disable=g-import-not-at-top
+  import sys  # pylint: disable=g-import-not-at-top
+  print("oneDNN off: timing our encoders again in a child process", flush=True)
+  argv = [sys.executable, "-m", "benchmarks.encoder_benchmark"] + sys.argv[1:] + [
+      "--rows_json", "--noprofile", "--noonednn_off_rows", "--serving_dirs=",
+      "--sentence_transformer_dir="]
+  env = dict(os.environ, TF_ENABLE_ONEDNN_OPTS="0")
+  proc = subprocess.run(argv, env=env, capture_output=True, text=True,
+                        cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+  lines = [x for x in proc.stdout.splitlines() if x.startswith(_ROWS_JSON)]
+  if proc.returncode != 0 or not lines:
+    tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
+    print(f"(no oneDNN-off rows: the child process exited {proc.returncode}: {tail[0]})")
+    return []
+  return [(f"{label} [oneDNN off]", floor, r)
+          for label, floor, r in json_lib.loads(lines[-1][len(_ROWS_JSON):])]
+
+
 def _op_profile(fn, batches: List[Dict], logdir: str, top: int = 8) -> List[str]:
   """Per-op time of `fn` over `batches` from a tf.profiler trace (its XSpace file parsed).
 
@@ -441,10 +475,16 @@ def main(argv):
                         FLAGS.min_seconds)
       table += [(f"ours: entity encoder ({ent_chars:.0f} chars/entity)", floor, ours),
                 ("GloVe-50d average, entities (numpy)", floor, floor)]
-  print(f"\n{'encoder':<44}{'batch':>6}{'calls':>7}{'strings/s':>11}{'ms/call':>12}"
+  if FLAGS.rows_json:
+    print(_ROWS_JSON + json.dumps([(label, floor, r) for label, floor, r in table
+                                   if label.startswith("ours")]), flush=True)
+    return
+  if FLAGS.onednn_off_rows and os.environ.get("TF_ENABLE_ONEDNN_OPTS") != "0":
+    table += _onednn_off_rows()
+  print(f"\n{'encoder':<58}{'batch':>6}{'calls':>7}{'strings/s':>11}{'ms/call':>12}"
         f"{'x GloVe':>9}")
   for label, floor, r in table:
-    print(f"{label:<44}{r['batch']:>6}{r['calls']:>7}{r['per_s']:>11,.0f}"
+    print(f"{label:<58}{r['batch']:>6}{r['calls']:>7}{r['per_s']:>11,.0f}"
           f"{r['ms_per_call']:>12.3f}{r['per_s'] / floor['per_s']:>9.2f}")
   if not entity_rows:
     print("(entity rows skipped: --entities is empty)")

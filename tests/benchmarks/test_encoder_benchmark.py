@@ -1,6 +1,7 @@
 """The GloVe-average floor of benchmarks/encoder_benchmark.py (numpy only, no TensorFlow)."""
 
 import gzip
+import sys
 
 import numpy as np
 import pytest
@@ -49,3 +50,12 @@ def test_serving_rows_time_the_whole_answer_at_each_batch_size(tmp_path):
   assert [(b, r["batch"], r["calls"]) for _, b, r in rows] == [(1, 1, 1), (3, 3, 1)]
   assert rows[0][0].startswith("ours: serving brute_force, ") and "k=2" in rows[0][0]
   assert all(r["ms_per_call"] > 0 for _, _, r in rows)
+
+
+def test_onednn_off_rows_say_why_when_the_child_fails(monkeypatch, capsys):
+  """The oneDNN-off child gets this process's flags; a bad one gives no rows and a reason."""
+  monkeypatch.setattr(sys, "argv", ["encoder_benchmark", "--no_such_flag=1"])
+  assert encoder_benchmark._onednn_off_rows() == []  # pylint: disable=protected-access
+  out = capsys.readouterr().out
+  assert "no oneDNN-off rows: the child process exited" in out
+  assert "no_such_flag" in out
