@@ -137,31 +137,40 @@ def shard_of(key: str, num_shards: int) -> int:
   return int.from_bytes(hashlib.sha256(key.encode("utf-8")).digest()[:8], "big") % num_shards
 
 
-class PackByShard(beam.DoFn):
-  """(key, record) -> (shard, [(key, record), ...]): the records of a bundle packed by shard,
-  so that the shuffle to the shard writers moves one element per pack, not per record (each
-  element costs an encode and a decode; issue 17). A pack is sent when it holds
-  `max_records` records or the bundle's packs hold `max_bytes` of records, and at the end of
-  the bundle."""
+class PackByKey(beam.DoFn):
+  """(key, value) -> (key, [value, ...]): the values of a bundle packed by key, so that a
+  shuffle moves one element per pack, not per value (each element costs an encode and a
+  decode; issue 17). A pack is sent when it holds `max_values` values or the bundle's packs
+  hold `max_bytes` (by `size_of(value)`), and at the end of the bundle, so that no element
+  grows with the data (a key with a million values is a thousand packs).
 
-  def __init__(self, max_records: int = 1024, max_bytes: int = 32 << 20):
+  Args:
+    max_values: values per pack at most.
+    max_bytes: bytes held by a bundle's packs at most (0: no limit), by `size_of`.
+    size_of: value -> its size in bytes; None: only `max_values` bounds the packs.
+  """
+
+  def __init__(self, max_values: int = 1024, max_bytes: int = 32 << 20, size_of=None):
     super().__init__()
-    self._max_records = max_records
+    self._max_values = max_values
     self._max_bytes = max_bytes
+    self._size_of = size_of
 
   def start_bundle(self):
     self._packs, self._bytes = {}, 0
 
-  def process(self, record, num_shards):
-    shard = shard_of(record[0], num_shards)
-    pack = self._packs.setdefault(shard, [])
-    pack.append(record)
-    self._bytes += len(record[1])
-    if len(pack) >= self._max_records:
-      del self._packs[shard]
-      self._bytes -= sum(len(r[1]) for r in pack)
-      yield shard, pack
-    elif self._bytes >= self._max_bytes:
+  def process(self, element):
+    key, value = element
+    pack = self._packs.setdefault(key, [])
+    pack.append(value)
+    if self._size_of is not None:
+      self._bytes += self._size_of(value)
+    if len(pack) >= self._max_values:
+      del self._packs[key]
+      if self._size_of is not None:
+        self._bytes -= sum(self._size_of(v) for v in pack)
+      yield key, pack
+    elif self._max_bytes and self._bytes >= self._max_bytes:
       yield from self._take()
 
   def finish_bundle(self):
@@ -170,7 +179,7 @@ class PackByShard(beam.DoFn):
 
   def _take(self):
     packs, self._packs, self._bytes = self._packs, {}, 0
-    return sorted(packs.items(), key=lambda kv: kv[0])
+    return list(packs.items())
 
 
 class WriteShardedTFRecords(beam.PTransform):
@@ -209,7 +218,10 @@ class WriteShardedTFRecords(beam.PTransform):
           writer.write(value)
       return path, len(rows)
 
-    keyed = records | "AssignShard" >> beam.ParDo(PackByShard(), num_shards_side)
+    keyed = (records
+             | "AssignShard" >> beam.Map(lambda kv, n: (shard_of(kv[0], n), kv),
+                                         num_shards_side)
+             | "PackByShard" >> beam.ParDo(PackByKey(size_of=lambda kv: len(kv[1]))))
     # One (shard, None) marker per shard, so that every shard file is written; a plain
     # GroupByKey over records and markers (a CoGroupByKey tagged every record in two more
     # steps).

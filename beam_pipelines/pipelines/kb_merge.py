@@ -45,6 +45,7 @@ import apache_beam as beam
 from apache_beam.metrics.metric import Metrics
 
 from beam_pipelines.parsers import namespaces
+from beam_pipelines.pipelines import beam_io
 from beam_pipelines.parsers import records
 from dense_entity.kb import titles
 
@@ -184,8 +185,8 @@ def resolve_value(element, anchors: bool = True):
   redirect', kind 'mentions', 'descriptions', ...); at a looping redirect they are dropped
   ('<kind>_dropped_redirect_loop'); a listed title that is a redirect is an alias
   ('titles_listed_that_are_redirects'); a value whose final title is not in the main
-  namespace is dropped ('<kind>_dropped_other_namespace'). A MENTION value carries the list
-  of all mention payloads that link to its title (`MergeKnowledgeBase`), counted one per
+  namespace is dropped ('<kind>_dropped_other_namespace'). A MENTION value carries a list
+  of mention payloads that link to its title (`MergeKnowledgeBase` packs them), counted one per
   mention. Mentions also yield (key of their span text, (ANCHOR, final key, None)), once per
   distinct span key of the list (only whether a key is anchor text is read).
   """
@@ -257,7 +258,7 @@ class BuildEntityFn(beam.DoFn):
     key, values = element
     by_tag = collections.defaultdict(list)
     for tag, title, payload in values:
-      if tag == MENTION:  # the mentions of one link target title, as a list
+      if tag == MENTION:  # mentions of one link target title, as a list
         by_tag[tag].extend((title, mention) for mention in payload)
       else:
         by_tag[tag].append((title, payload))
@@ -332,30 +333,9 @@ class BuildEntityFn(beam.DoFn):
       yield beam.pvalue.TaggedOutput(self.REDIRECT, (alias, entity.title))
 
 
-class ConcatenateLists(beam.CombineFn):
-  """Values -> one list of them (in no set order: BuildEntityFn's result does not depend on
-  it). Lifted by Beam: each bundle's lists are made before the shuffle."""
-
-  def create_accumulator(self):
-    return []
-
-  def add_input(self, accumulator, value):
-    accumulator.append(value)
-    return accumulator
-
-  def add_inputs(self, accumulator, values):
-    accumulator.extend(values)
-    return accumulator
-
-  def merge_accumulators(self, accumulators):
-    accumulators = iter(accumulators)
-    merged = next(accumulators, [])
-    for accumulator in accumulators:
-      merged.extend(accumulator)
-    return merged
-
-  def extract_output(self, accumulator):
-    return accumulator
+def _payload_size(mention) -> int:
+  """Bytes of a mention payload's strings (its encoded features included), for packing."""
+  return sum(len(x) for x in mention if isinstance(x, (str, bytes)))
 
 
 class MergeKnowledgeBase(beam.PTransform):
@@ -404,12 +384,12 @@ class MergeKnowledgeBase(beam.PTransform):
             lambda kv: (key(kv[0]), (ARTICLE, kv[0], kv[1]))),
         get("descriptions") | "TagDescriptions" >> beam.Map(
             lambda kv: (key(kv[0]), (DESCRIPTION, kv[0], kv[1]))),
-        # Mentions travel as one list per link target title, not one element each: every
-        # element costs an encode and a decode at each join (a quarter of the extraction's
-        # time, issue 17), and a title has many links (the partial lists are made in the
-        # parsing stage, as Beam lifts the combiner).
+        # Mentions travel as lists of the mentions of one link target title (packed per
+        # bundle where the pages are parsed, at most 1,024 or 32 MB a pack), not one element
+        # each: every element costs an encode and a decode at each join (a quarter of the
+        # extraction's time, issue 17), and a title has many links.
         get("mentions")
-        | "PackMentionsByTarget" >> beam.CombinePerKey(ConcatenateLists())
+        | "PackMentionsByTarget" >> beam.ParDo(beam_io.PackByKey(size_of=_payload_size))
         | "TagMentions" >> beam.Map(lambda kv: (key(kv[0]), (MENTION, kv[0], kv[1]))),
         get("titles") | "TagTitles" >> beam.Map(lambda t: (key(t), (LISTED, t, None))),
         get("disambiguations") | "TagDisambiguations" >> beam.Map(

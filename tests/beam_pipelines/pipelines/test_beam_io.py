@@ -58,3 +58,24 @@ def test_beam_pipeline_options_pass(args):
 def test_misspelt_flags_are_errors_naming_them(args, message):
   with pytest.raises(ValueError, match=message):
     beam_io.default_pipeline_options(args, OWN_FLAGS)
+
+
+def _packs(fn, elements):
+  """Runs a PackByKey DoFn over one bundle; returns its packs in the order sent."""
+  fn.start_bundle()
+  out = [p for e in elements for p in fn.process(e)]
+  return out + [w.value for w in fn.finish_bundle()]
+
+
+def test_pack_by_key_bounds_each_pack_and_keeps_every_value():
+  """Issue 17: values cross a shuffle in packs of one key, never more than max_values or
+  max_bytes (a key with many values is several packs), none lost."""
+  elements = [("a", "x" * 10)] * 5 + [("b", "y")] + [("a", "z")]
+  packs = _packs(beam_io.PackByKey(max_values=2, max_bytes=0), elements)
+  assert [(k, len(v)) for k, v in packs] == [("a", 2), ("a", 2), ("a", 2), ("b", 1)]
+  assert sorted(x for _, v in packs for x in v) == sorted(v for _, v in elements)
+  # 25 bytes held in the bundle's packs send them all: after the third 10-byte value; the
+  # rest (20 + 1 + 1 bytes) at the end of the bundle.
+  packs = _packs(beam_io.PackByKey(max_values=100, max_bytes=25, size_of=len), elements)
+  assert [(k, len(v)) for k, v in packs] == [("a", 3), ("a", 3), ("b", 1)]
+  assert sum(len(v) for _, v in packs) == len(elements)
