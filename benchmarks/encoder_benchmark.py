@@ -41,6 +41,8 @@ import gzip
 import json
 import os
 import re
+import subprocess
+import sys
 import time
 from typing import Callable, Dict, List, Sequence
 
@@ -50,8 +52,8 @@ from absl import flags
 from dense_entity.common import entry
 
 FLAGS = flags.FLAGS
-_SHARED = os.path.normpath(os.path.join(
-    os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "..", "shared", "data"))
+_REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_SHARED = os.path.normpath(os.path.join(_REPO_ROOT, "..", "shared", "data"))
 
 
 def define_flags():
@@ -336,23 +338,20 @@ def _onednn_off_rows() -> List[tuple]:
   flags; no serving, MiniLM or profile rows), each with the GloVe floor the child measured
   beside it. Returns (label + ' [oneDNN off]', floor, result) rows; none (a row saying why)
   when the child fails."""
-  import json as json_lib  # pylint: disable=g-import-not-at-top
-  import subprocess  # pylint: disable=g-import-not-at-top
-  import sys  # pylint: disable=g-import-not-at-top
   print("oneDNN off: timing our encoders again in a child process", flush=True)
   argv = [sys.executable, "-m", "benchmarks.encoder_benchmark"] + sys.argv[1:] + [
       "--rows_json", "--noprofile", "--noonednn_off_rows", "--serving_dirs=",
       "--sentence_transformer_dir="]
   env = dict(os.environ, TF_ENABLE_ONEDNN_OPTS="0")
   proc = subprocess.run(argv, env=env, capture_output=True, text=True,
-                        cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+                        cwd=_REPO_ROOT)
   lines = [x for x in proc.stdout.splitlines() if x.startswith(_ROWS_JSON)]
   if proc.returncode != 0 or not lines:
     tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
     print(f"(no oneDNN-off rows: the child process exited {proc.returncode}: {tail[0]})")
     return []
   return [(f"{label} [oneDNN off]", floor, r)
-          for label, floor, r in json_lib.loads(lines[-1][len(_ROWS_JSON):])]
+          for label, floor, r in json.loads(lines[-1][len(_ROWS_JSON):])]
 
 
 def _op_profile(fn, batches: List[Dict], logdir: str, top: int = 8) -> List[str]:

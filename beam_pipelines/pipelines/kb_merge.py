@@ -45,8 +45,8 @@ import apache_beam as beam
 from apache_beam.metrics.metric import Metrics
 
 from beam_pipelines.parsers import namespaces
-from beam_pipelines.pipelines import beam_io
 from beam_pipelines.parsers import records
+from beam_pipelines.pipelines import beam_io
 from dense_entity.kb import titles
 
 COUNTER_NAMESPACE = "extract_wikipedia"

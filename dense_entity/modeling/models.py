@@ -169,7 +169,6 @@ class MentionEncoder(keras.layers.Layer):
     return _combine(encoding, self.context_match, lexical, self.name_match, name)
 
 
-
 @keras.saving.register_keras_serializable(package="dense_entity")
 class EntityEncoder(keras.layers.Layer):
   """psi(e): title, text (tf.string `[batch]`), categories and aliases ('|'-joined tf.string
