@@ -1,24 +1,20 @@
-"""The records the extraction passes between its steps and writes, as tf.train.Examples.
+"""The records the extraction passes between its steps and writes, as tf.train.Example bytes.
 
 Between steps, mentions and articles are plain tuples (they encode fast with Beam's default
-coder) and entities a frozen dataclass; entity_example and mention_example give the records
-written to the TFRecord files (features named in dense_entity.kb.schema) as protos.
-
-The extraction writes the same bytes without building protos (issue 17, item 1: building
-them was a tenth of the pipeline): entity_record and mention_record encode the
-deterministic serialization of those Examples directly (protobuf wire format: a
-tf.train.Features is its map entries in key order, each entry written alone), and a mention
-carries its own features already encoded (MentionPayload, from mention_payload) from the page
-that found it to its record, which prepends its entity's encoded features
-(entity_features_part, once per entity: every entity feature sorts before every mention
-feature). The encoders are checked against the protos at import; on a mismatch (another
-protobuf) they fall back to the protos.
+coder) and entities a frozen dataclass. The records written to the TFRecord files (features
+named in dense_entity.kb.schema) are the deterministic serialization of tf.train.Examples,
+encoded here directly in the protobuf wire format (a tf.train.Features is its map entries in
+key order, each entry written alone), without building protos and without TensorFlow: building
+protos was a tenth of the pipeline, and importing TensorFlow cost every Beam worker process
+about 3 s (issue 17, item 1). A mention carries its own features already encoded
+(MentionPayload, from mention_payload) from the page that found it to its record, which
+prepends its entity's encoded features (entity_features_part, once per entity: every entity
+feature sorts before every mention feature). tests/beam_pipelines/parsers/test_records.py
+checks every encoder against tf.train.Example's own serialization.
 """
 
 import dataclasses
 from typing import Iterable, List, Sequence, Tuple
-
-import tensorflow as tf
 
 from dense_entity.kb import schema
 
@@ -40,42 +36,6 @@ class Entity:
   categories: Tuple[str, ...]
   aliases: Tuple[str, ...]
   sources: Tuple[str, ...]
-
-
-def _bytes_feature(values: Iterable[str]) -> tf.train.Feature:
-  return tf.train.Feature(bytes_list=tf.train.BytesList(value=[v.encode("utf-8")
-                                                               for v in values]))
-
-
-def entity_example(entity: Entity) -> tf.train.Example:
-  """The entity record (schema.ENTITY_* features)."""
-  return tf.train.Example(features=tf.train.Features(feature={
-      schema.ENTITY_TITLE: _bytes_feature([entity.title]),
-      schema.ENTITY_TEXT: _bytes_feature([entity.text]),
-      schema.ENTITY_CATEGORIES: _bytes_feature(entity.categories),
-      schema.ENTITY_ALIASES: _bytes_feature(entity.aliases),
-      schema.ENTITY_SOURCE: _bytes_feature(entity.sources),
-  }))
-
-
-def mention_example(mention: MentionTuple, entity: Entity) -> tf.train.Example:
-  """The mention record: the four mention features, the gold entity's features, ids, and
-  where the link was written (schema.LINK_SOURCE)."""
-  mention_id, source_page, span, left, right, sentence, link_source = mention
-  return tf.train.Example(features=tf.train.Features(feature={
-      schema.MENTION_SPAN: _bytes_feature([span]),
-      schema.MENTION_LEFT: _bytes_feature([left]),
-      schema.MENTION_RIGHT: _bytes_feature([right]),
-      schema.MENTION_SENTENCE: _bytes_feature([sentence]),
-      schema.ENTITY_TITLE: _bytes_feature([entity.title]),
-      schema.ENTITY_TEXT: _bytes_feature([entity.text]),
-      schema.ENTITY_CATEGORIES: _bytes_feature(entity.categories),
-      schema.ENTITY_ALIASES: _bytes_feature(entity.aliases),
-      schema.SOURCE_PAGE: _bytes_feature([source_page]),
-      schema.MENTION_ID: _bytes_feature([mention_id]),
-      schema.LINK_SOURCE: _bytes_feature([link_source]),
-  }))
-
 
 
 # ---------------------------------------------------------------------------------------------
@@ -132,17 +92,23 @@ def _entity_values(entity: Entity):
           schema.ENTITY_SOURCE: entity.sources}
 
 
-def _fast_entity_record(entity: Entity) -> bytes:
+def entity_record(entity: Entity) -> bytes:
+  """The entity record's bytes: a tf.train.Example of the schema.ENTITY_* features (title,
+  text, categories, aliases, source), serialized deterministically."""
   values = _entity_values(entity)
   return _field(b"".join([_entry(_KEY_FIELDS[k], values[k]) for k in _ENTITY_RECORD_KEYS]))
 
 
-def _fast_entity_features_part(entity: Entity) -> bytes:
+def entity_features_part(entity: Entity) -> bytes:
+  """The encoded entity features of a mention record (its map entries, in key order: title,
+  text, categories, aliases; the same for all the entity's mentions)."""
   values = _entity_values(entity)
   return b"".join([_entry(_KEY_FIELDS[k], values[k]) for k in _MENTION_ENTITY_KEYS])
 
 
-def _fast_mention_features_part(mention: MentionTuple) -> bytes:
+def mention_features_part(mention: MentionTuple) -> bytes:
+  """The encoded features of a mention's own (its map entries, in key order): span, contexts,
+  sentence, source page, mention id, link source."""
   mention_id, source_page, span, left, right, sentence, link_source = mention
   values = {schema.MENTION_SPAN: span, schema.MENTION_LEFT: left,
             schema.MENTION_RIGHT: right, schema.MENTION_SENTENCE: sentence,
@@ -151,85 +117,15 @@ def _fast_mention_features_part(mention: MentionTuple) -> bytes:
   return b"".join([_entry(_KEY_FIELDS[k], (values[k],)) for k in _MENTION_OWN_KEYS])
 
 
-def _proto_entity_record(entity: Entity) -> bytes:
-  return entity_example(entity).SerializeToString(deterministic=True)
-
-
-def _proto_entity_features_part(entity: Entity) -> bytes:
-  # The Example of the entity's mention features alone, less its two outer headers.
-  return _strip_example(tf.train.Example(features=tf.train.Features(feature={
-      schema.ENTITY_TITLE: _bytes_feature([entity.title]),
-      schema.ENTITY_TEXT: _bytes_feature([entity.text]),
-      schema.ENTITY_CATEGORIES: _bytes_feature(entity.categories),
-      schema.ENTITY_ALIASES: _bytes_feature(entity.aliases),
-  })).SerializeToString(deterministic=True))
-
-
-def _proto_mention_features_part(mention: MentionTuple) -> bytes:
-  mention_id, source_page, span, left, right, sentence, link_source = mention
-  return _strip_example(tf.train.Example(features=tf.train.Features(feature={
-      schema.MENTION_SPAN: _bytes_feature([span]),
-      schema.MENTION_LEFT: _bytes_feature([left]),
-      schema.MENTION_RIGHT: _bytes_feature([right]),
-      schema.MENTION_SENTENCE: _bytes_feature([sentence]),
-      schema.SOURCE_PAGE: _bytes_feature([source_page]),
-      schema.MENTION_ID: _bytes_feature([mention_id]),
-      schema.LINK_SOURCE: _bytes_feature([link_source]),
-  })).SerializeToString(deterministic=True))
-
-
-def _strip_example(serialized: bytes) -> bytes:
-  """An Example's serialization -> its Features' map entries (the two headers removed)."""
-  example = tf.train.Example.FromString(serialized)
-  return b"".join(tf.train.Features(feature={k: v}).SerializeToString(deterministic=True)
-                  for k, v in sorted(example.features.feature.items()))
-
-
-def _check_fast_encoders() -> bool:
-  """Whether the fast encoders give the protos' bytes on entities and mentions with empty,
-  non-ASCII, empty-string and long (multi-byte length) values."""
-  long_text = "Ünïcode text " * 1400  # lengths over 2**14: 3-byte varints
-  entities = [Entity("A", "", (), (), ()),
-              Entity("Jürgen Klinsmann", long_text, ("Players", "Ünï"), ("Klinsi", ""),
-                     ("page", "link_target")),
-              Entity("B" * 200, "x" * 130, ("c",) * 150, (), ("title_list",))]
-  mentions = [("1:0", "Src", "", "", "", "[MASK]", "prose"),
-              ("12345:67", "Søurce " * 30, "span ü", long_text, "r" * 128, long_text, "table")]
-  for entity in entities:
-    if _fast_entity_record(entity) != _proto_entity_record(entity):
-      return False
-    for mention in mentions:
-      fast = _field(_fast_entity_features_part(entity) + _fast_mention_features_part(mention))
-      if fast != mention_example(mention, entity).SerializeToString(deterministic=True):
-        return False
-  return True
-
-
-FAST_ENCODERS = _check_fast_encoders()
-if FAST_ENCODERS:
-  entity_record = _fast_entity_record
-  entity_features_part = _fast_entity_features_part
-  mention_features_part = _fast_mention_features_part
-else:  # another protobuf version or wire format: the protos (same records, slower)
-  entity_record = _proto_entity_record
-  entity_features_part = _proto_entity_features_part
-  mention_features_part = _proto_mention_features_part
-entity_record.__doc__ = ("entity_example(entity), serialized deterministically: the entity "
-                         "record's bytes.")
-entity_features_part.__doc__ = ("The encoded entity features of a mention record (its map "
-                                "entries, in key order; the same for all its mentions).")
-mention_features_part.__doc__ = ("The encoded features of a mention's own (its map entries, "
-                                 "in key order): span, contexts, sentence, ids, link source.")
-
-
 def mention_payload(mention: MentionTuple) -> MentionPayload:
   """MentionTuple -> (mention_id, source_page, span, mention_features_part(mention))."""
   return mention[0], mention[1], mention[2], mention_features_part(mention)
 
 
 def mention_record(payload: MentionPayload, entity_part: bytes) -> bytes:
-  """mention_example(mention, entity), serialized deterministically, from the mention's
-  payload and its entity's entity_features_part."""
+  """The mention record's bytes (a tf.train.Example: the mention's own features and its gold
+  entity's title, text, categories and aliases, serialized deterministically) from the
+  mention's payload and its entity's entity_features_part."""
   own = payload[3]
   return b"\n" + _varint(len(entity_part) + len(own)) + entity_part + own
 

@@ -2,14 +2,16 @@
 
 import difflib
 import hashlib
+import struct
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import apache_beam as beam
+from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions
 from apache_beam.options.pipeline_options import StandardOptions
-import tensorflow as tf
+import google_crc32c
 
 # Shards are sized by record count when no number of shards is given (deterministic either way).
 RECORDS_PER_SHARD = 200_000
@@ -132,6 +134,19 @@ class WriteTextFile(beam.PTransform):
             | "Write" >> beam.Map(write))
 
 
+def _masked_crc32c(data: bytes) -> bytes:
+  crc = google_crc32c.value(data)
+  return struct.pack("<I", (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF)
+
+
+def tfrecord_frame(record: bytes) -> bytes:
+  """One record as TFRecord framing writes it: its length (uint64, little-endian), the masked
+  CRC-32C of those 8 bytes, the record, the masked CRC-32C of the record (the format of
+  tf.io.TFRecordWriter without compression: tensorflow/core/lib/io/record_writer.cc)."""
+  length = struct.pack("<Q", len(record))
+  return length + _masked_crc32c(length) + record + _masked_crc32c(record)
+
+
 def shard_of(key: str, num_shards: int) -> int:
   """The shard of a record's key: a fingerprint (sha256), the same in every process."""
   return int.from_bytes(hashlib.sha256(key.encode("utf-8")).digest()[:8], "big") % num_shards
@@ -213,9 +228,11 @@ class WriteShardedTFRecords(beam.PTransform):
       # Packs of records, and None: the shard's marker.
       rows = sorted(r for pack in grouped if pack is not None for r in pack)
       path = f"{path_prefix}-{shard:05d}-of-{n:05d}.tfrecord"
-      with tf.io.TFRecordWriter(path) as writer:
+      # TFRecord framing written here (no TensorFlow in the extraction's workers), through
+      # Beam's file systems (local, gs://, ...); the bytes of tf.io.TFRecordWriter's.
+      with FileSystems.create(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
         for _, value in rows:
-          writer.write(value)
+          f.write(tfrecord_frame(value))
       return path, len(rows)
 
     keyed = (records

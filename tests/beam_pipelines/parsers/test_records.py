@@ -1,49 +1,89 @@
-"""Tests of beam_pipelines.parsers.records: the records encoded without protos are the
-protos' deterministic serialization (issue 17, item 1)."""
+"""Tests of beam_pipelines.parsers.records: the records encoded without protos (and without
+TensorFlow) are tf.train.Example's deterministic serialization (issue 17, item 1)."""
+
+import subprocess
+import sys
 
 import tensorflow as tf
 
 from beam_pipelines.parsers import records
 from dense_entity.kb import schema
 
+_LONG_TEXT = "Ünïcode text " * 1400  # lengths over 2**14: 3-byte varints
 _ENTITIES = [
     records.Entity("A", "", (), (), ()),
     records.Entity("Jürgen Klinsmann", "Jürgen Klinsmann is a footballer. " * 600,
                    ("Players", "Ünï", ""), ("Klinsi",), ("page", "link_target", "title_list")),
+    records.Entity("B" * 200, "x" * 130, ("c",) * 150, (), ("title_list",)),
 ]
 _MENTIONS = [
     ("1:0", "Source page", "Klinsmann", "left", "right", "x [MASK] y", "prose"),
     ("7:123", "Søurce", "", "", "ü" * 200, "[MASK]", "table"),
+    ("12345:67", "Søurce " * 30, "span ü", _LONG_TEXT, "r" * 128, _LONG_TEXT, "template"),
 ]
 
 
-def test_the_fast_encoders_are_in_use():
-  assert records.FAST_ENCODERS
+def _feature(values):
+  return tf.train.Feature(bytes_list=tf.train.BytesList(value=[v.encode("utf-8")
+                                                               for v in values]))
+
+
+def _entity_example(entity: records.Entity) -> tf.train.Example:
+  return tf.train.Example(features=tf.train.Features(feature={
+      schema.ENTITY_TITLE: _feature([entity.title]),
+      schema.ENTITY_TEXT: _feature([entity.text]),
+      schema.ENTITY_CATEGORIES: _feature(entity.categories),
+      schema.ENTITY_ALIASES: _feature(entity.aliases),
+      schema.ENTITY_SOURCE: _feature(entity.sources),
+  }))
+
+
+def _mention_example(mention, entity: records.Entity) -> tf.train.Example:
+  mention_id, source_page, span, left, right, sentence, link_source = mention
+  return tf.train.Example(features=tf.train.Features(feature={
+      schema.MENTION_SPAN: _feature([span]),
+      schema.MENTION_LEFT: _feature([left]),
+      schema.MENTION_RIGHT: _feature([right]),
+      schema.MENTION_SENTENCE: _feature([sentence]),
+      schema.ENTITY_TITLE: _feature([entity.title]),
+      schema.ENTITY_TEXT: _feature([entity.text]),
+      schema.ENTITY_CATEGORIES: _feature(entity.categories),
+      schema.ENTITY_ALIASES: _feature(entity.aliases),
+      schema.SOURCE_PAGE: _feature([source_page]),
+      schema.MENTION_ID: _feature([mention_id]),
+      schema.LINK_SOURCE: _feature([link_source]),
+  }))
 
 
 def test_entity_record_is_the_examples_bytes():
   for entity in _ENTITIES:
-    assert records.entity_record(entity) == records.entity_example(entity).SerializeToString(
+    assert records.entity_record(entity) == _entity_example(entity).SerializeToString(
         deterministic=True)
-    # The fallback (protos) gives the same bytes.
-    assert records._proto_entity_record(entity) == records.entity_record(entity)  # pylint: disable=protected-access
 
 
 def test_mention_record_from_payload_is_the_examples_bytes():
   for entity in _ENTITIES:
     part = records.entity_features_part(entity)
-    assert part == records._proto_entity_features_part(entity)  # pylint: disable=protected-access
     for mention in _MENTIONS:
       payload = records.mention_payload(mention)
       assert payload[:3] == mention[:3]
-      assert payload[3] == records._proto_mention_features_part(mention)  # pylint: disable=protected-access
       record = records.mention_record(payload, part)
-      assert record == records.mention_example(mention, entity).SerializeToString(
-          deterministic=True)
+      assert record == _mention_example(mention, entity).SerializeToString(deterministic=True)
       parsed = tf.train.Example.FromString(record).features.feature
       assert parsed[schema.MENTION_SPAN].bytes_list.value == [mention[2].encode("utf-8")]
+      assert parsed[schema.MENTION_LEFT].bytes_list.value == [mention[3].encode("utf-8")]
       assert list(parsed[schema.ENTITY_CATEGORIES].bytes_list.value) == [
           c.encode("utf-8") for c in entity.categories]
     assert records.mention_records([records.mention_payload(m) for m in _MENTIONS], entity) == [
-        records.mention_example(m, entity).SerializeToString(deterministic=True)
-        for m in _MENTIONS]
+        _mention_example(m, entity).SerializeToString(deterministic=True) for m in _MENTIONS]
+
+
+def test_the_extraction_does_not_import_tensorflow():
+  # Every Beam worker process imports the pipeline's modules; TensorFlow cost each ~3 s.
+  code = ("import sys\n"
+          "from beam_pipelines.pipelines import extraction\n"
+          "from beam_pipelines import extract_wikipedia\n"
+          "print(sorted(m for m in sys.modules if m.split('.')[0] == 'tensorflow'))\n")
+  out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       check=True).stdout
+  assert out.strip() == "[]"

@@ -3,6 +3,7 @@
 from apache_beam.options.pipeline_options import DirectOptions
 from apache_beam.options.pipeline_options import StandardOptions
 import pytest
+import tensorflow as tf
 
 from beam_pipelines.pipelines import beam_io
 
@@ -79,3 +80,16 @@ def test_pack_by_key_bounds_each_pack_and_keeps_every_value():
   packs = _packs(beam_io.PackByKey(max_values=100, max_bytes=25, size_of=len), elements)
   assert [(k, len(v)) for k, v in packs] == [("a", 3), ("a", 3), ("b", 1)]
   assert sum(len(v) for _, v in packs) == len(elements)
+
+
+def test_tfrecord_frame_is_tensorflows_framing(tmp_path):
+  records = [b"", b"x", b"\x00\xff" * 70_000, "Ünïcode".encode("utf-8")]
+  path = str(tmp_path / "tf.tfrecord")
+  with tf.io.TFRecordWriter(path) as writer:
+    for record in records:
+      writer.write(record)
+  with open(path, "rb") as f:
+    assert b"".join(beam_io.tfrecord_frame(r) for r in records) == f.read()
+  ours = tmp_path / "ours.tfrecord"
+  ours.write_bytes(b"".join(beam_io.tfrecord_frame(r) for r in records))
+  assert [r.numpy() for r in tf.data.TFRecordDataset(str(ours))] == records
