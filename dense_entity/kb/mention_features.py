@@ -29,6 +29,10 @@ from dense_entity.kb import script_ranges
 # (English, Cyrillic, precomposed Greek and Latin) gives the same tokens as before.
 # '_' is a token of its own here (as in the graph), not part of a word.
 _TOKEN = re.compile(script_ranges.py_word_pattern("_") + r"|[^\w\s]|_")
+# The same tokens on ASCII text (no CJK, no marks; \w on ASCII is [A-Za-z0-9_]), matched about
+# 4x faster: _left_cut and _right_cut use it on windows that are all ASCII (same flags as
+# _TOKEN, so '\s' and '[^\w\s]' are the same classes).
+_ASCII_TOKEN = re.compile(r"[A-Za-z0-9]+|[^\w\s]|_")
 _SPACE = re.compile(r"\s+")
 # blingfire's C sentence splitter (blingfire.text_to_sentences_and_offsets calls it too).
 _BLINGFIRE_SENTENCES = blingfire.blingfire.TextToSentencesWithOffsets
@@ -112,8 +116,11 @@ def sentence_spans(text: str) -> List[Tuple[int, int]]:
   for line in text.split("\n"):
     if line.strip():
       offsets = _blingfire_sentence_offsets(line)
-      for start, end in offsets:
-        spans.extend((pos + s, pos + e) for s, e in _split_extra(line, start, end))
+      if line.isascii():  # none of _EXTRA_SENTENCE_END's marks, no Greek letter before ';'
+        spans.extend((pos + s, pos + e) for s, e in offsets)
+      else:
+        for start, end in offsets:
+          spans.extend((pos + s, pos + e) for s, e in _split_extra(line, start, end))
     pos += len(line) + 1
   return spans
 
@@ -151,7 +158,8 @@ def _left_cut(text: str, floor: int, pos: int, n: int, stop_at_newline: bool) ->
       newline = text.rfind("\n", lo, pos)
       if newline >= 0:
         lo = floor = newline + 1
-    starts = [m.start() for m in _TOKEN.finditer(text, lo, pos)]
+    token = _ASCII_TOKEN if text[lo:pos].isascii() else _TOKEN
+    starts = [m.start() for m in token.finditer(text, lo, pos)]
     # A token at the window's left edge may be cut off; any later one is whole.
     if len(starts) > n:
       return starts[-n]
@@ -176,7 +184,8 @@ def _right_cut(text: str, pos: int, ceiling: int, n: int, stop_at_newline: bool)
       newline = text.find("\n", pos, hi)
       if newline >= 0:
         hi = ceiling = newline
-    ends = [m.end() for m in _TOKEN.finditer(text, pos, hi)]
+    token = _ASCII_TOKEN if text[pos:hi].isascii() else _TOKEN
+    ends = [m.end() for m in token.finditer(text, pos, hi)]
     # A token at the window's right edge may be cut off; any earlier one is whole.
     if len(ends) > n:
       return ends[n - 1]

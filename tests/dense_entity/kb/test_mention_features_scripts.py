@@ -3,6 +3,9 @@
 Real text from ../shared/data/otherwiki/{ja,bn,mr,el}wiki-*.
 """
 
+import random
+
+from dense_entity.kb import mention_features as mention_features_lib
 from dense_entity.kb import schema
 from dense_entity.kb.mention_features import mention_features, sentence_spans
 
@@ -55,3 +58,22 @@ def test_bengali_and_marathi_contexts_are_whole_words():
   f = mention_features(text, start, start + len("इनपुट"))
   assert f[schema.MENTION_LEFT] == "जी साधने वापरली जातात त्याना"
   assert f[schema.MENTION_RIGHT] == "डिव्हाइसेस असे म्हणतात."
+
+
+def test_ascii_token_pattern_gives_the_tokens_of_the_full_pattern_on_ascii_text():
+  # Every ASCII character, control characters included ('\x1c'-'\x1f' are \s in str
+  # patterns), in random strings and windows: the fast pattern matches exactly the same.
+  rng = random.Random(17)
+  alphabet = [chr(i) for i in range(128)] + list("ab AZ09_.,") * 8
+  for _ in range(3000):
+    text = "".join(rng.choice(alphabet) for _ in range(rng.randrange(0, 40)))
+    lo = rng.randrange(0, len(text) + 1)
+    hi = rng.randrange(lo, len(text) + 1)
+    fast = [m.span() for m in mention_features_lib._ASCII_TOKEN.finditer(text, lo, hi)]  # pylint: disable=protected-access
+    full = [m.span() for m in mention_features_lib._TOKEN.finditer(text, lo, hi)]  # pylint: disable=protected-access
+    assert fast == full, (text, lo, hi)
+  # A window that is ASCII next to one that is not: the word ends where the window does.
+  text = "x Jürgen Klinsmann_scored y"
+  features = mention_features(text, text.index("Klinsmann"), text.index("_scored"))
+  assert features[schema.MENTION_LEFT] == "x Jürgen"
+  assert features[schema.MENTION_RIGHT] == "_scored y"
