@@ -485,14 +485,15 @@ def parse_description(line: str) -> Iterator[Tuple[str, str]]:
 
 
 class MentionRecordsFn(beam.DoFn):
-  """(MentionPayload, Entity) of the KB merge -> (mention_id, serialized mention record) on
-  the main output (training split) or 'heldout' (is_heldout of its source page), counted
-  'mentions_train' / 'mentions_heldout'; each training mention also gives 'alias' (alias key
-  of its span, entity title), for the alias counts.
+  """([MentionPayload, ...], Entity) of the KB merge -> packs of (mention_id, serialized
+  mention record): the main output (training split) and 'heldout' (is_heldout of its source
+  page), counted 'mentions_train' / 'mentions_heldout', each a list (none when empty); and
+  'alias' ((alias key of a training mention's span, entity title), number of the pack's
+  training mentions with that key), for the alias counts.
 
-  One step for what were three per-mention steps (split, alias key, record). The record is
-  records.mention_record: the entity's encoded features (made once for the consecutive
-  mentions of one entity, as BuildEntityFn yields them) and the mention's own.
+  One step per pack of one entity's mentions for what were three per-mention steps (split,
+  alias key, record), each a Beam element per mention. The record is records.mention_record:
+  the entity's encoded features (made once per pack) and the mention's own.
   """
 
   HELDOUT = "heldout"
@@ -501,21 +502,26 @@ class MentionRecordsFn(beam.DoFn):
   def __init__(self, heldout_fraction: float):
     super().__init__()
     self._heldout_fraction = heldout_fraction
-    self._entity = self._entity_part = None
 
-  def process(self, mention_entity):
-    payload, entity = mention_entity
-    if entity is not self._entity:
-      self._entity_part = records.entity_features_part(entity)
-      self._entity = entity
-    record = payload[0], records.mention_record(payload, self._entity_part)
-    if is_heldout(payload[1], self._heldout_fraction):
-      _count("mentions_heldout")
-      yield beam.pvalue.TaggedOutput(self.HELDOUT, record)
-      return
-    _count("mentions_train")
-    yield record
-    yield beam.pvalue.TaggedOutput(self.ALIAS, (titles.alias_key(payload[2]), entity.title))
+  def process(self, pack_entity):
+    payloads, entity = pack_entity
+    entity_part = records.entity_features_part(entity)
+    train, heldout, aliases = [], [], collections.Counter()
+    for payload in payloads:
+      record = payload[0], records.mention_record(payload, entity_part)
+      if is_heldout(payload[1], self._heldout_fraction):
+        heldout.append(record)
+      else:
+        train.append(record)
+        aliases[titles.alias_key(payload[2])] += 1
+    if heldout:
+      _count("mentions_heldout", len(heldout))
+      yield beam.pvalue.TaggedOutput(self.HELDOUT, heldout)
+    if train:
+      _count("mentions_train", len(train))
+      yield train
+    for alias, n in aliases.items():
+      yield beam.pvalue.TaggedOutput(self.ALIAS, ((alias, entity.title), n))
 
 
 class ExtractWikipedia(beam.PTransform):
@@ -527,7 +533,7 @@ class ExtractWikipedia(beam.PTransform):
   is merged from all of them by kb_merge.MergeKnowledgeBase (one entity per matching key).
 
   Returns a dict of PCollections: 'entities' (Entity), 'mentions_train' and
-  'mentions_heldout' ((mention_id, serialized mention record): MentionRecordsFn),
+  'mentions_heldout' (packs [(mention_id, serialized mention record), ...]: MentionRecordsFn),
   'alias_counts' ((alias key, entity, count), train split only), 'redirects' ((redirect
   title, entity title)).
   """
@@ -578,7 +584,7 @@ class ExtractWikipedia(beam.PTransform):
             MentionRecordsFn.HELDOUT, MentionRecordsFn.ALIAS, main="train")
     train, heldout = split["train"], split[MentionRecordsFn.HELDOUT]
     alias_counts = (split[MentionRecordsFn.ALIAS]
-                    | "CountAliases" >> beam.combiners.Count.PerElement()
+                    | "CountAliases" >> beam.CombinePerKey(sum)
                     | "AliasRows" >> beam.Map(lambda kv: (kv[0][0], kv[0][1], kv[1])))
     return {
         "entities": kb["entities"],
@@ -686,9 +692,9 @@ def build_pipeline(pipeline: beam.Pipeline, input_patterns: Sequence[str], outpu
   for name, prefix in (("mentions_train", schema.TRAIN_MENTIONS_PREFIX),
                        ("mentions_heldout", schema.HELDOUT_MENTIONS_PREFIX)):
     written.append(
-        outputs[name]  # already (mention_id, record): MentionRecordsFn
+        outputs[name]  # packs of (mention_id, record): MentionRecordsFn
         | f"Write_{name}" >> beam_io.WriteShardedTFRecords(join(output_dir, prefix),
-                                                           num_shards))
+                                                           num_shards, packed=True))
   _ = outputs["alias_counts"] | "WriteAliasCounts" >> beam_io.WriteTextFile(
       join(output_dir, schema.ALIAS_COUNTS_FILE))
   _ = outputs["redirects"] | "WriteRedirects" >> beam_io.WriteTextFile(

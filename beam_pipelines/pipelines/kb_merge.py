@@ -246,9 +246,16 @@ def disambiguation_by_siblings(element) -> Iterator[Tuple[str, Tuple[str, str, N
 # --------------------------------------------------------------------------- entities
 
 
+# Mentions of one entity per element after the KB merge, at most (BuildEntityFn).
+MENTION_PACK_VALUES = 1024
+MENTION_PACK_BYTES = 32 << 20
+
+
 class BuildEntityFn(beam.DoFn):
-  """(key, [(tag, title, payload)]) -> the key's Entity; tagged 'mention' (mention payload,
-  Entity) for each of its mentions and 'redirect' (alias title, entity title) for each alias.
+  """(key, [(tag, title, payload)]) -> the key's Entity; tagged 'mention' ([mention payload,
+  ...], Entity): its mentions in packs of at most MENTION_PACK_VALUES mentions or
+  MENTION_PACK_BYTES bytes (in the order they came), and 'redirect' (alias title, entity
+  title) for each alias.
   """
 
   MENTION = "mention"
@@ -327,8 +334,18 @@ class BuildEntityFn(beam.DoFn):
     if not articles:
       _count("entities_without_page")
     yield entity
+    # The entity's mentions in packs (at most MENTION_PACK_VALUES mentions or
+    # MENTION_PACK_BYTES bytes a pack): the steps after the merge cost per element, and a
+    # popular entity has hundreds of thousands of links.
+    pack, size = [], 0
     for _, mention in mentions:
-      yield beam.pvalue.TaggedOutput(self.MENTION, (mention, entity))
+      pack.append(mention)
+      size += _payload_size(mention)
+      if len(pack) >= MENTION_PACK_VALUES or size >= MENTION_PACK_BYTES:
+        yield beam.pvalue.TaggedOutput(self.MENTION, (pack, entity))
+        pack, size = [], 0
+    if pack:
+      yield beam.pvalue.TaggedOutput(self.MENTION, (pack, entity))
     for alias in entity.aliases:
       yield beam.pvalue.TaggedOutput(self.REDIRECT, (alias, entity.title))
 
@@ -352,8 +369,9 @@ class MergeKnowledgeBase(beam.PTransform):
     'title_redirects': (redirect title, target title), from redirect lists.
   All titles normalized (dense_entity.kb.titles.normalize_title).
 
-  Output: {'entities': Entity, 'mentions': (mention payload, Entity), 'redirects': (redirect
-  title, entity title)}, the last for redirects whose final target is an entity.
+  Output: {'entities': Entity, 'mentions': ([mention payload, ...], Entity) (an entity's
+  mentions, packed: BuildEntityFn), 'redirects': (redirect title, entity title)}, the last for
+  redirects whose final target is an entity.
   """
 
   def expand(self, inputs):

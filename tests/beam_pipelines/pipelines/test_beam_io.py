@@ -93,3 +93,30 @@ def test_tfrecord_frame_is_tensorflows_framing(tmp_path):
   ours = tmp_path / "ours.tfrecord"
   ours.write_bytes(b"".join(beam_io.tfrecord_frame(r) for r in records))
   assert [r.numpy() for r in tf.data.TFRecordDataset(str(ours))] == records
+
+
+def test_packed_records_give_the_same_shard_files(tmp_path):
+  """WriteShardedTFRecords(packed=True) on lists of records writes the files it writes from
+  the records one by one: same shards, same order, same bytes (records_per_shard 3 of 10
+  records: 4 shards), and an empty input still writes its shard."""
+  # pylint: disable=g-import-not-at-top
+  import apache_beam as beam
+  from apache_beam.testing import test_pipeline
+  # pylint: enable=g-import-not-at-top
+  records = [(f"{i}:{i * 7 % 5}", f"record {i}".encode()) for i in range(10)]
+  packs = [records[:4], records[4:5], records[5:]]
+  with test_pipeline.TestPipeline() as p:
+    _ = (p | "One" >> beam.Create(records)
+         | "WriteOne" >> beam_io.WriteShardedTFRecords(str(tmp_path / "one"),
+                                                       records_per_shard=3))
+    _ = (p | "Packs" >> beam.Create(packs)
+         | "WritePacks" >> beam_io.WriteShardedTFRecords(str(tmp_path / "packed"),
+                                                         records_per_shard=3, packed=True))
+    _ = (p | "NoPacks" >> beam.Create([[("k", b"v")]]) | beam.Filter(lambda pack: False)
+         | "WriteNone" >> beam_io.WriteShardedTFRecords(str(tmp_path / "none"), packed=True))
+  one = sorted(f.name for f in tmp_path.glob("one-*"))
+  assert len(one) == 4
+  for name in one:
+    assert (tmp_path / name).read_bytes() == (tmp_path / name.replace("one", "packed")).read_bytes()
+  assert sum(1 for name in one for _ in tf.data.TFRecordDataset(str(tmp_path / name))) == 10
+  assert [f.name for f in tmp_path.glob("none-*")] == ["none-00000-of-00001.tfrecord"]

@@ -61,7 +61,7 @@ def test_one_entity_per_key_with_the_dump_spelling_and_list_aliases(tmp_path):
   persian = entities["Persian language"]
   assert persian.aliases == ("Farsi", "Parsi") and persian.sources == ("link_target",
                                                                        "title_list")
-  assert sorted((m[0], e.title) for m, e in out["mentions"]) == [
+  assert sorted((m[0], e.title) for pack, e in out["mentions"] for m in pack) == [
       ("1:0", "Persian language"), ("1:1", "Jürgen Klinsmann")]
   assert sorted(out["redirects"]) == [("Farsi", "Persian language"),
                                       ("Parsi", "Persian language")]
@@ -82,7 +82,7 @@ def test_redirect_loops_conflicts_and_articles(tmp_path):
   assert sorted(entities) == ["AIDS", "Hiv/aids", "Zug"]
   assert entities["Zug"].aliases == ("Zoug",)
   assert entities["AIDS"].aliases == ()  # 'Aids' is the article's own key, not a redirect
-  assert [(m[0], e.title) for m, e in out["mentions"]] == [("2:1", "Zug")]
+  assert [(m[0], e.title) for pack, e in out["mentions"] for m in pack] == [("2:1", "Zug")]
 
 
 def test_disambiguation_like_title_only_entries_are_not_entities(tmp_path):
@@ -102,7 +102,24 @@ def test_disambiguation_like_title_only_entries_are_not_entities(tmp_path):
   assert sorted(entities) == ["Agence France-Presse", "Georgia (U.S. state)",
                               "Georgia (country)", "Paris", "Paris (mythology)", "Zug"]
   # Links to a disambiguation page are not training mentions.
-  assert sorted(m[0] for m, _ in out["mentions"]) == ["3:0", "3:1", "3:2", "3:3"]
+  assert sorted(m[0] for pack, _ in out["mentions"] for m in pack) == ["3:0", "3:1", "3:2",
+                                                                      "3:3"]
+
+
+def test_an_entitys_mentions_leave_the_merge_in_bounded_packs(monkeypatch):
+  monkeypatch.setattr(kb_merge, "MENTION_PACK_VALUES", 3)
+  mentions = [_mention(f"5:{i}", "Zug") for i in range(7)]
+  values = [(kb_merge.ARTICLE, "Zug", (5, "Zug is a town.", ())),
+            (kb_merge.MENTION, "Zug", mentions[:4]), (kb_merge.MENTION, "Zug", mentions[4:])]
+  out = list(kb_merge.BuildEntityFn().process(("zug", values)))
+  assert out[0].title == "Zug"
+  packs = [o.value for o in out[1:]]
+  assert [len(pack) for pack, _ in packs] == [3, 3, 1]
+  assert [m for pack, _ in packs for m in pack] == mentions  # all of them, in order
+  assert all(entity is out[0] for _, entity in packs)
+  monkeypatch.setattr(kb_merge, "MENTION_PACK_BYTES", 1)  # every mention over the bytes bound
+  packs = [o.value for o in list(kb_merge.BuildEntityFn().process(("zug", values)))[1:]]
+  assert [len(pack) for pack, _ in packs] == [1] * 7
 
 
 def test_title_list_parsing_reports_bad_lines():
