@@ -332,7 +332,7 @@ class Site:
     case = self._case_by_number.get(namespace) if namespace else None
     first_letter = self.first_letter if case is None else case != "case-sensitive"
     t = titles.normalize_title(t, first_letter=first_letter)
-    if any(c in _ILLEGAL_TITLE_CHARS for c in t):
+    if not _ILLEGAL_TITLE_CHARS.isdisjoint(t):
       return ""
     return t
 
@@ -416,7 +416,7 @@ def is_main_namespace_title(title: str, site: Optional[Site] = None) -> bool:
 
 def has_illegal_title_chars(title: str) -> bool:
   """True when `title` holds a character MediaWiki forbids in titles ('<>[]{}|', tab, newline)."""
-  return any(c in _ILLEGAL_TITLE_CHARS for c in title)
+  return not _ILLEGAL_TITLE_CHARS.isdisjoint(title)
 
 
 def normalize_target(raw: str, site: Optional[Site] = None) -> str:

@@ -540,13 +540,17 @@ class ExtractWikipedia(beam.PTransform):
 
   def __init__(self, heldout_fraction: float = DEFAULT_HELDOUT_FRACTION,
                max_page_chars: int = MAX_PAGE_CHARS,
-               sites: Optional[Dict[str, xml_dump.SiteInfo]] = None):
+               sites: Optional[Dict[str, xml_dump.SiteInfo]] = None,
+               title_lists: bool = True):
+    """`title_lists`: False when no title list is read (the listed titles given are empty);
+    the KB merge then leaves out the steps that only title-only entries need."""
     super().__init__()
     if not 0.0 <= heldout_fraction <= 1.0:
       raise ValueError(f"heldout_fraction must be in [0, 1], got {heldout_fraction}")
     self._heldout_fraction = heldout_fraction
     self._max_page_chars = max_page_chars
     self._sites = dict(sites or {})
+    self._title_lists = title_lists
 
   def expand(self, inputs):
     paths, descriptions = inputs[:2]
@@ -574,7 +578,7 @@ class ExtractWikipedia(beam.PTransform):
                "redirects": parsed[ParsePageFn.REDIRECT],
                "disambiguations": parsed[ParsePageFn.DISAMBIGUATION],
                "descriptions": descriptions, "mentions": parsed["mention"]}
-    if title_list is not None:
+    if title_list is not None and self._title_lists:
       sources["titles"] = title_list
     if title_redirects is not None:
       sources["title_redirects"] = title_redirects
@@ -681,7 +685,8 @@ def build_pipeline(pipeline: beam.Pipeline, input_patterns: Sequence[str], outpu
   listed_redirects = _read_lists(pipeline, "TitleRedirects", redirect_lists,
                                  title_lists_lib.parse_redirect_line, "title_list_redirects")
   outputs = ((paths, description_pairs, listed, listed_redirects)
-             | "Extract" >> ExtractWikipedia(heldout_fraction, max_page_chars, sites))
+             | "Extract" >> ExtractWikipedia(heldout_fraction, max_page_chars, sites,
+                                             title_lists=bool(title_lists)))
   join = os.path.join if "://" not in output_dir else FileSystems.join
   written = []
   written.append(

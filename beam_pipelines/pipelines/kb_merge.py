@@ -372,6 +372,10 @@ class MergeKnowledgeBase(beam.PTransform):
   Output: {'entities': Entity, 'mentions': ([mention payload, ...], Entity) (an entity's
   mentions, packed: BuildEntityFn), 'redirects': (redirect title, entity title)}, the last for
   redirects whose final target is an entity.
+
+  Without 'titles' there is no title-only entry, so the steps that only decide on those (the
+  anchor keys of mentions, the WP:DAB sibling rule) are left out of the pipeline: the same
+  outputs, a fifth fewer elements through the merge.
   """
 
   def expand(self, inputs):
@@ -413,18 +417,21 @@ class MergeKnowledgeBase(beam.PTransform):
         get("disambiguations") | "TagDisambiguations" >> beam.Map(
             lambda t: (key(t), (DISAMBIGUATION, t, None))),
     ) | "AllValues" >> beam.Flatten()
+    title_only_rules = "titles" in inputs
     resolved = ({"value": values, "redirect": finals}
                 | "JoinValuesRedirects" >> beam.CoGroupByKey()
-                | "ResolveValues" >> beam.FlatMap(resolve_value))
+                | "ResolveValues" >> beam.FlatMap(resolve_value, anchors=title_only_rules))
     aliases = finals | "Aliases" >> beam.FlatMap(
         lambda kv: [(kv[1][1], (ALIAS, kv[1][0], None))] if kv[1][1] is not None else [])
-    not_entities = (resolved
-                    | "Tags" >> beam.Map(lambda kv: (kv[0], kv[1][0]))
-                    | "TagsByKey" >> beam.GroupByKey()
-                    | "KeyFlags" >> beam.FlatMap(key_flags)
-                    | "ByBaseKey" >> beam.GroupByKey()
-                    | "DisambiguationBySiblings" >> beam.FlatMap(disambiguation_by_siblings))
-    built = ((resolved, aliases, not_entities)
+    keyed = [resolved, aliases]
+    if title_only_rules:
+      keyed.append(resolved
+                   | "Tags" >> beam.Map(lambda kv: (kv[0], kv[1][0]))
+                   | "TagsByKey" >> beam.GroupByKey()
+                   | "KeyFlags" >> beam.FlatMap(key_flags)
+                   | "ByBaseKey" >> beam.GroupByKey()
+                   | "DisambiguationBySiblings" >> beam.FlatMap(disambiguation_by_siblings))
+    built = (keyed
              | "KeyedEverything" >> beam.Flatten()
              | "GroupByEntityKey" >> beam.GroupByKey()
              | "BuildEntities" >> beam.ParDo(BuildEntityFn()).with_outputs(
