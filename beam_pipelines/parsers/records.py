@@ -56,10 +56,13 @@ _MENTION_OWN_KEYS = sorted((schema.MENTION_SPAN, schema.MENTION_LEFT, schema.MEN
 assert max(_MENTION_ENTITY_KEYS) < min(_MENTION_OWN_KEYS)
 
 
+_ONE_BYTE_VARINTS = [bytes((n,)) for n in range(0x80)]
+
+
 def _varint(n: int) -> bytes:
   """Protobuf base-128 varint of n >= 0."""
   if n < 0x80:
-    return bytes((n,))
+    return _ONE_BYTE_VARINTS[n]
   out = bytearray()
   while n >= 0x80:
     out.append((n & 0x7F) | 0x80)
@@ -106,15 +109,27 @@ def entity_features_part(entity: Entity) -> bytes:
   return b"".join([_entry(_KEY_FIELDS[k], values[k]) for k in _MENTION_ENTITY_KEYS])
 
 
+# (key field + the Feature's field header, index in a MentionTuple) of each of a mention's own
+# features, in key order.
+_MENTION_TUPLE_FIELDS = (schema.MENTION_ID, schema.SOURCE_PAGE, schema.MENTION_SPAN,
+                         schema.MENTION_LEFT, schema.MENTION_RIGHT, schema.MENTION_SENTENCE,
+                         schema.LINK_SOURCE)
+_MENTION_OWN_ENTRIES = tuple((_KEY_FIELDS[k] + b"\x12", _MENTION_TUPLE_FIELDS.index(k))
+                             for k in _MENTION_OWN_KEYS)
+
+
 def mention_features_part(mention: MentionTuple) -> bytes:
   """The encoded features of a mention's own (its map entries, in key order): span, contexts,
-  sentence, source page, mention id, link source."""
-  mention_id, source_page, span, left, right, sentence, link_source = mention
-  values = {schema.MENTION_SPAN: span, schema.MENTION_LEFT: left,
-            schema.MENTION_RIGHT: right, schema.MENTION_SENTENCE: sentence,
-            schema.SOURCE_PAGE: source_page, schema.MENTION_ID: mention_id,
-            schema.LINK_SOURCE: link_source}
-  return b"".join([_entry(_KEY_FIELDS[k], (values[k],)) for k in _MENTION_OWN_KEYS])
+  sentence, source page, mention id, link source (_entry with one value each, inlined: it runs
+  once per link)."""
+  parts = []
+  for prefix, index in _MENTION_OWN_ENTRIES:
+    value = mention[index].encode("utf-8")
+    bytes_list = b"\n" + _varint(len(value)) + value
+    feature = b"\n" + _varint(len(bytes_list)) + bytes_list
+    entry = prefix + _varint(len(feature)) + feature
+    parts.append(b"\n" + _varint(len(entry)) + entry)
+  return b"".join(parts)
 
 
 def mention_payload(mention: MentionTuple) -> MentionPayload:
