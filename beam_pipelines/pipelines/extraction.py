@@ -529,8 +529,9 @@ class ExtractWikipedia(beam.PTransform):
   redirects.
 
   Input: (paths, descriptions) or (paths, descriptions, listed titles, listed redirects):
-  PCollections of dump paths or ReadItems, (title, text), title, (redirect, target). The KB
-  is merged from all of them by kb_merge.MergeKnowledgeBase (one entity per matching key).
+  PCollections of dump paths or ReadItems, (title, text), title, (redirect, target); without
+  the listed titles the KB merge leaves out the steps only title-only entries need. The KB is
+  merged from all of them by kb_merge.MergeKnowledgeBase (one entity per matching key).
 
   Returns a dict of PCollections: 'entities' (Entity), 'mentions_train' and
   'mentions_heldout' (packs [(mention_id, serialized mention record), ...]: MentionRecordsFn),
@@ -540,17 +541,13 @@ class ExtractWikipedia(beam.PTransform):
 
   def __init__(self, heldout_fraction: float = DEFAULT_HELDOUT_FRACTION,
                max_page_chars: int = MAX_PAGE_CHARS,
-               sites: Optional[Dict[str, xml_dump.SiteInfo]] = None,
-               title_lists: bool = True):
-    """`title_lists`: False when no title list is read (the listed titles given are empty);
-    the KB merge then leaves out the steps that only title-only entries need."""
+               sites: Optional[Dict[str, xml_dump.SiteInfo]] = None):
     super().__init__()
     if not 0.0 <= heldout_fraction <= 1.0:
       raise ValueError(f"heldout_fraction must be in [0, 1], got {heldout_fraction}")
     self._heldout_fraction = heldout_fraction
     self._max_page_chars = max_page_chars
     self._sites = dict(sites or {})
-    self._title_lists = title_lists
 
   def expand(self, inputs):
     paths, descriptions = inputs[:2]
@@ -578,7 +575,7 @@ class ExtractWikipedia(beam.PTransform):
                "redirects": parsed[ParsePageFn.REDIRECT],
                "disambiguations": parsed[ParsePageFn.DISAMBIGUATION],
                "descriptions": descriptions, "mentions": parsed["mention"]}
-    if title_list is not None and self._title_lists:
+    if title_list is not None:
       sources["titles"] = title_list
     if title_redirects is not None:
       sources["title_redirects"] = title_redirects
@@ -680,13 +677,15 @@ def build_pipeline(pipeline: beam.Pipeline, input_patterns: Sequence[str], outpu
                          | "ParseDescriptions" >> beam.FlatMap(parse_description))
   else:
     description_pairs = pipeline | "NoDescriptions" >> beam.Create([])
-  listed = _read_lists(pipeline, "Titles", title_lists, title_lists_lib.parse_title_line,
-                      "titles_listed")
-  listed_redirects = _read_lists(pipeline, "TitleRedirects", redirect_lists,
-                                 title_lists_lib.parse_redirect_line, "title_list_redirects")
-  outputs = ((paths, description_pairs, listed, listed_redirects)
-             | "Extract" >> ExtractWikipedia(heldout_fraction, max_page_chars, sites,
-                                             title_lists=bool(title_lists)))
+  inputs = (paths, description_pairs)
+  if title_lists or redirect_lists:
+    # Without any list the two are left out: the KB merge then also leaves out the steps only
+    # title-only entries need (MergeKnowledgeBase).
+    inputs += (_read_lists(pipeline, "Titles", title_lists, title_lists_lib.parse_title_line,
+                           "titles_listed"),
+               _read_lists(pipeline, "TitleRedirects", redirect_lists,
+                           title_lists_lib.parse_redirect_line, "title_list_redirects"))
+  outputs = inputs | "Extract" >> ExtractWikipedia(heldout_fraction, max_page_chars, sites)
   join = os.path.join if "://" not in output_dir else FileSystems.join
   written = []
   written.append(
