@@ -39,7 +39,7 @@ class Entity:
 
 
 # ---------------------------------------------------------------------------------------------
-# The same records as bytes, without protos
+# The records as bytes (protobuf wire format), without protos
 # ---------------------------------------------------------------------------------------------
 
 # The features of each record in the order a deterministic serialization writes its map
