@@ -22,9 +22,6 @@ MAX_REDIRECT_HOPS = 8
 _WHITESPACE = re.compile(r"[\s_\u00a0\u200e\u200f]+")
 
 
-# Link targets repeat (a page links the same titles as its neighbours): the last 65,536 distinct
-# (title, first_letter) are remembered, which the extraction's link resolution mostly hits.
-@functools.lru_cache(maxsize=1 << 16)
 def normalize_title(title: str, first_letter: bool = True) -> str:
   """Returns `title` normalized as MediaWiki does for main-namespace titles.
 
