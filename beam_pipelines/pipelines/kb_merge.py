@@ -216,26 +216,31 @@ def resolve_value(element, anchors: bool = True):
         yield anchor_key, (ANCHOR, final_key, None)
 
 
-def key_flags(element) -> Iterator[Tuple[str, Tuple[str, bool, bool]]]:
-  """(key, tags) -> (base key, (key, title-only, named '(disambiguation)')) for the WP:DAB
-  rule; keys without an entity (only aliases or anchors) give nothing."""
-  key, tags = element
-  tags = set(tags)
-  if not tags & {ARTICLE, DESCRIPTION, MENTION, LISTED}:
+_ENTITY_LIKE = frozenset((ARTICLE, DESCRIPTION, MENTION, LISTED))
+
+
+def value_flags(element) -> Iterator[Tuple[str, Tuple[str, bool, bool]]]:
+  """(key, (tag, title, payload)) of a resolved value -> (base key, (key, listed, named
+  '(disambiguation)')) for the WP:DAB rule, for the values that make an entity (article,
+  description, mention, listed title); anchors and disambiguation pages give nothing. One
+  element per value, so that the rule needs no grouping by key first."""
+  key, (tag, _, _) = element
+  if tag not in _ENTITY_LIKE:
     return
   base, qualifier = split_qualifier(key)
-  title_only = not tags & {ARTICLE, DESCRIPTION, MENTION}
-  yield base, (key, title_only, qualifier == DISAMBIGUATION_QUALIFIER)
+  yield base, (key, tag == LISTED, qualifier == DISAMBIGUATION_QUALIFIER)
 
 
 def disambiguation_by_siblings(element) -> Iterator[Tuple[str, Tuple[str, str, None]]]:
-  """(base key, [(key, title-only, is '(disambiguation)')]) -> the WP:DAB decision on a
-  title-only base: (base, NOT_ENTITY) when it has qualified siblings and no 'base
-  (disambiguation)' page (it is the disambiguation page); (base, PRIMARY_TOPIC) when 'base
-  (disambiguation)' exists (it is the primary topic, kept whatever its anchors say)."""
+  """(base key, [(key, listed, is '(disambiguation)')] of value_flags) -> the WP:DAB decision
+  on a title-only base (its own values are all listed titles): (base, NOT_ENTITY) when it has
+  qualified siblings and no 'base (disambiguation)' page (it is the disambiguation page);
+  (base, PRIMARY_TOPIC) when 'base (disambiguation)' exists (it is the primary topic, kept
+  whatever its anchors say)."""
   base, members = element
   members = list(members)
-  if not any(k == base and title_only for k, title_only, _ in members):
+  at_base = [listed for k, listed, _ in members if k == base]
+  if not at_base or not all(at_base):
     return
   if any(is_dab for _, _, is_dab in members):
     yield base, (PRIMARY_TOPIC, "primary_topic", None)
@@ -426,9 +431,7 @@ class MergeKnowledgeBase(beam.PTransform):
     keyed = [resolved, aliases]
     if title_only_rules:
       keyed.append(resolved
-                   | "Tags" >> beam.Map(lambda kv: (kv[0], kv[1][0]))
-                   | "TagsByKey" >> beam.GroupByKey()
-                   | "KeyFlags" >> beam.FlatMap(key_flags)
+                   | "ValueFlags" >> beam.FlatMap(value_flags)
                    | "ByBaseKey" >> beam.GroupByKey()
                    | "DisambiguationBySiblings" >> beam.FlatMap(disambiguation_by_siblings))
     built = (keyed
