@@ -152,6 +152,11 @@ def shard_of(key: str, num_shards: int) -> int:
   return int.from_bytes(hashlib.sha256(key.encode("utf-8")).digest()[:8], "big") % num_shards
 
 
+# Bounds of a pack of values sent as one Beam element (PackByKey, kb_merge.BuildEntityFn).
+PACK_MAX_VALUES = 1024
+PACK_MAX_BYTES = 32 << 20
+
+
 class PackByKey(beam.DoFn):
   """(key, value) -> (key, [value, ...]): the values of a bundle packed by key, so that a
   shuffle moves one element per pack, not per value (each element costs an encode and a
@@ -165,7 +170,8 @@ class PackByKey(beam.DoFn):
     size_of: value -> its size in bytes; None: only `max_values` bounds the packs.
   """
 
-  def __init__(self, max_values: int = 1024, max_bytes: int = 32 << 20, size_of=None):
+  def __init__(self, max_values: int = PACK_MAX_VALUES, max_bytes: int = PACK_MAX_BYTES,
+               size_of=None):
     super().__init__()
     self._max_values = max_values
     self._max_bytes = max_bytes

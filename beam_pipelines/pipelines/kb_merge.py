@@ -252,8 +252,8 @@ def disambiguation_by_siblings(element) -> Iterator[Tuple[str, Tuple[str, str, N
 
 
 # Mentions of one entity per element after the KB merge, at most (BuildEntityFn).
-MENTION_PACK_VALUES = 1024
-MENTION_PACK_BYTES = 32 << 20
+MENTION_PACK_VALUES = beam_io.PACK_MAX_VALUES
+MENTION_PACK_BYTES = beam_io.PACK_MAX_BYTES
 
 
 class BuildEntityFn(beam.DoFn):
