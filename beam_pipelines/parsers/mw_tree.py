@@ -43,8 +43,19 @@ _Heading, _ExternalLink, _Argument = mw_nodes.Heading, mw_nodes.ExternalLink, mw
 _Parameter, _Attribute = mw_nodes.extras.Parameter, mw_nodes.extras.Attribute
 
 
+_new_list = list.__new__
+_extend = list.extend
+
+
 def _code(nodes: List) -> Wikicode:
-  return Wikicode(SmartList(nodes))
+  """Wikicode(SmartList(nodes)) without their Python-level __init__ and __new__ (the same
+  attributes: the SmartList's nodes and an empty `_children`, the Wikicode's `_nodes`)."""
+  smart = _new_list(SmartList)
+  _extend(smart, nodes)
+  smart._children = {}  # pylint: disable=protected-access
+  code = _new(Wikicode)
+  code._nodes = smart  # pylint: disable=protected-access
+  return code
 
 
 def _text(value: Any) -> mw_nodes.Text:
@@ -64,7 +75,7 @@ class FastBuilder(mw_builder.Builder):
     return super()._handle_token(token)
 
   def _pop(self):
-    return Wikicode(SmartList(self._stacks.pop()))
+    return _code(self._stacks.pop())
 
   def _handle_text(self, token):
     return _text(token.get("text"))
@@ -332,8 +343,10 @@ def _same_tree(a: Any, b: Any, depth: int = 0) -> bool:
   if type(a) is not type(b) or depth > 200:
     return False
   if isinstance(a, Wikicode):
-    return _same_tree(a.nodes, b.nodes, depth + 1)
+    return vars(a).keys() == vars(b).keys() and _same_tree(a.nodes, b.nodes, depth + 1)
   if isinstance(a, list):
+    if isinstance(a, SmartList) and a._children != b._children:  # pylint: disable=protected-access
+      return False
     return len(a) == len(b) and all(_same_tree(x, y, depth + 1) for x, y in zip(a, b))
   if isinstance(a, (mw_nodes.Node, mw_nodes.extras.Attribute, _Parameter)):
     va, vb = vars(a), vars(b)

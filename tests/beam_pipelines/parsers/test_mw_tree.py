@@ -41,3 +41,28 @@ def test_a_different_tree_is_noticed():
   b = mw_tree.parse("[[a|c]]")
   assert not mw_tree._same_tree(a, b)
   assert not mw_tree._same_tree(mw_tree.parse("{{a|b}}"), mw_tree.parse("{{a|b=}}"))
+
+
+def test_containers_behave_as_mwparserfromhells():
+  # The Wikicode and SmartList objects are made without their constructors: editing through
+  # a slice of the node list (SmartList's child proxies) and replacing nodes work as on
+  # mwparserfromhell's own tree.
+  text = "a [[b|c]] {{d|e}} f"
+  expected, got = mwparserfromhell.parse(text), mw_tree.parse(text)
+  for code in (expected, got):
+    tail = code.nodes[1:]
+    tail.append(mwparserfromhell.nodes.Text("!"))
+    code.replace(code.filter_templates()[0], "T")
+    del tail  # the proxy leaves its parent's children when collected
+  assert str(got) == str(expected) == "a [[b|c]] T f!"
+  assert mw_tree._same_tree(expected, got)
+  assert mw_tree.parse(text).nodes._children == {}
+
+
+def test_a_different_container_is_noticed():
+  a, b = mw_tree.parse("[[a|b]]"), mw_tree.parse("[[a|b]]")
+  b.extra = 1
+  assert not mw_tree._same_tree(a, b)
+  c = mw_tree.parse("[[a|b]]")
+  _ = c.nodes[0:]  # a live child proxy registered in c's SmartList
+  assert not mw_tree._same_tree(a, c)
