@@ -115,16 +115,19 @@ def format_tsv(rows: List[Tuple[Any, ...]]) -> str:
 
 
 class WriteTextFile(beam.PTransform):
-  """Writes all rows of a PCollection as one sorted TSV file (rows of str/int)."""
+  """Writes all rows of a PCollection as one sorted TSV file (rows of str/int); with
+  `packed=True` the elements are lists of rows (the same file)."""
 
-  def __init__(self, path: str):
+  def __init__(self, path: str, packed: bool = False):
     super().__init__()
     self._path = path
+    self._packed = packed
 
   def expand(self, rows):
-    path = self._path
+    path, packed = self._path, self._packed
 
-    def write(all_rows):
+    def write(collected):
+      all_rows = [row for pack in collected for row in pack] if packed else collected
       with FileSystems.create(path) as f:
         f.write(format_tsv(all_rows).encode("utf-8"))
       return path
@@ -152,22 +155,68 @@ def shard_of(key: str, num_shards: int) -> int:
   return int.from_bytes(hashlib.sha256(key.encode("utf-8")).digest()[:8], "big") % num_shards
 
 
-# Bounds of a pack of values sent as one Beam element (PackByKey, kb_merge.BuildEntityFn).
+# Bounds of a pack of values sent as one Beam element (Packs, kb_merge.BuildEntityFn).
 PACK_MAX_VALUES = 1024
 PACK_MAX_BYTES = 32 << 20
 
 
-class PackByKey(beam.DoFn):
-  """(key, value) -> (key, [value, ...]): the values of a bundle packed by key, so that a
-  shuffle moves one element per pack, not per value (each element costs an encode and a
-  decode; issue 17). A pack is sent when it holds `max_values` values or the bundle's packs
-  hold `max_bytes` (by `size_of(value)`), and at the end of the bundle, so that no element
-  grows with the data (a key with a million values is a thousand packs).
+class Packs:
+  """Values gathered into packs (lists) by key, bounded, for DoFns that send packs instead of
+  values (each Beam element costs an encode, a decode and a call at every step; issue 17).
+
+  A pack is complete when it holds `max_values` values; when the packs held hold `max_bytes`
+  (by `size_of(value)`) all of them are; `take()` hands over the rest (at the end of a
+  bundle). So no pack grows with the data: a key with a million values is a thousand packs.
 
   Args:
     max_values: values per pack at most.
-    max_bytes: bytes held by a bundle's packs at most (0: no limit), by `size_of`.
+    max_bytes: bytes held in all packs at most (0: no limit), by `size_of`.
     size_of: value -> its size in bytes; None: only `max_values` bounds the packs.
+  """
+
+  def __init__(self, max_values: int = PACK_MAX_VALUES, max_bytes: int = PACK_MAX_BYTES,
+               size_of=None):
+    self._max_values = max_values
+    self._max_bytes = max_bytes
+    self._size_of = size_of
+    self._packs, self._bytes = {}, 0
+
+  def add(self, key, value) -> List[Tuple[Any, list]]:
+    """Adds one value; returns the (key, pack)s it completes (mostly none)."""
+    pack = self._packs.get(key)
+    if pack is None:
+      pack = self._packs[key] = []
+    pack.append(value)
+    size_of = self._size_of
+    if size_of is not None:
+      self._bytes += size_of(value)
+    if len(pack) >= self._max_values:
+      del self._packs[key]
+      if size_of is not None:
+        self._bytes -= sum(size_of(v) for v in pack)
+      return [(key, pack)]
+    if self._max_bytes and self._bytes >= self._max_bytes:
+      return self.take()
+    return []
+
+  def take(self) -> List[Tuple[Any, list]]:
+    """The (key, pack)s held, which are no longer held."""
+    packs, self._packs, self._bytes = self._packs, {}, 0
+    return list(packs.items())
+
+
+def in_global_window(element):
+  """`element` as a DoFn's finish_bundle outputs it (a WindowedValue in the global window)."""
+  return beam.transforms.window.GlobalWindows.windowed_value(element)
+
+
+class PackByKey(beam.DoFn):
+  """(key, value) -> (key, [value, ...]): the values of a bundle packed by key (Packs, with
+  its bounds; the last packs at the end of the bundle), so that a shuffle moves one element
+  per pack, not per value.
+
+  Args:
+    max_values, max_bytes, size_of: as Packs.
   """
 
   def __init__(self, max_values: int = PACK_MAX_VALUES, max_bytes: int = PACK_MAX_BYTES,
@@ -178,33 +227,15 @@ class PackByKey(beam.DoFn):
     self._size_of = size_of
 
   def start_bundle(self):
-    self._packs, self._bytes = {}, 0
+    self._packs = Packs(self._max_values, self._max_bytes, self._size_of)
 
   def process(self, element):
     key, value = element
-    return self._add(key, value)
-
-  def _add(self, key, value):
-    """Adds one value; yields the packs it completes."""
-    pack = self._packs.setdefault(key, [])
-    pack.append(value)
-    if self._size_of is not None:
-      self._bytes += self._size_of(value)
-    if len(pack) >= self._max_values:
-      del self._packs[key]
-      if self._size_of is not None:
-        self._bytes -= sum(self._size_of(v) for v in pack)
-      yield key, pack
-    elif self._max_bytes and self._bytes >= self._max_bytes:
-      yield from self._take()
+    return self._packs.add(key, value)
 
   def finish_bundle(self):
-    for element in self._take():
-      yield beam.transforms.window.GlobalWindows.windowed_value(element)
-
-  def _take(self):
-    packs, self._packs, self._bytes = self._packs, {}, 0
-    return list(packs.items())
+    for element in self._packs.take():
+      yield in_global_window(element)
 
 
 class PackByShard(PackByKey):
@@ -213,8 +244,9 @@ class PackByShard(PackByKey):
   (shard_of(sort key, n)), with PackByKey's bounds, in one step per input pack."""
 
   def process(self, records, n):  # pylint: disable=arguments-differ
+    add = self._packs.add
     for record in records:
-      yield from self._add(shard_of(record[0], n), record)
+      yield from add(shard_of(record[0], n), record)
 
 
 class WriteShardedTFRecords(beam.PTransform):

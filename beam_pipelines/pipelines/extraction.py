@@ -484,44 +484,111 @@ def parse_description(line: str) -> Iterator[Tuple[str, str]]:
   yield title, text
 
 
+def _record_size(record: Tuple[Any, bytes]) -> int:
+  return len(record[1])
+
+
 class MentionRecordsFn(beam.DoFn):
   """([MentionPayload, ...], Entity) of the KB merge -> packs of (mention_id, serialized
   mention record): the main output (training split) and 'heldout' (is_heldout of its source
-  page), counted 'mentions_train' / 'mentions_heldout', each a list (none when empty); and
-  'alias' ((alias key of a training mention's span, entity title), number of the pack's
-  training mentions with that key), for the alias counts.
+  page), counted 'mentions_train' / 'mentions_heldout'; and 'alias': packs of ((alias key of
+  a training mention's span, entity title), number of mentions with that key), for the alias
+  counts (AliasCountsFn sums them).
 
   One step per pack of one entity's mentions for what were three per-mention steps (split,
-  alias key, record), each a Beam element per mention. The record is records.mention_record:
-  the entity's encoded features (made once per pack) and the mention's own.
+  alias key, record), each a Beam element per mention. The records and alias counts of a
+  whole bundle leave in packs (beam_io.Packs' bounds; alias counts at most ALIAS_PACK keys a
+  pack), not one or more elements per entity: the writers and counters downstream take one
+  step per pack. The record is records.mention_record: the entity's encoded features (made
+  once per entity) and the mention's own.
   """
 
   HELDOUT = "heldout"
   ALIAS = "alias"
+  ALIAS_PACK = 1 << 16
 
   def __init__(self, heldout_fraction: float):
     super().__init__()
     self._heldout_fraction = heldout_fraction
 
+  def start_bundle(self):
+    self._packs = beam_io.Packs(size_of=_record_size)
+    self._aliases = {}
+
+  def _tagged(self, key, pack):
+    return pack if key == "train" else beam.pvalue.TaggedOutput(self.HELDOUT, pack)
+
   def process(self, pack_entity):
     payloads, entity = pack_entity
     entity_part = records.entity_features_part(entity)
-    train, heldout, aliases = [], [], collections.Counter()
+    add, aliases, title = self._packs.add, self._aliases, entity.title
+    n_train = n_heldout = 0
     for payload in payloads:
       record = payload[0], records.mention_record(payload, entity_part)
       if is_heldout(payload[1], self._heldout_fraction):
-        heldout.append(record)
+        n_heldout += 1
+        done = add(self.HELDOUT, record)
       else:
-        train.append(record)
-        aliases[titles.alias_key(payload[2])] += 1
-    if heldout:
-      _count("mentions_heldout", len(heldout))
-      yield beam.pvalue.TaggedOutput(self.HELDOUT, heldout)
-    if train:
-      _count("mentions_train", len(train))
-      yield train
-    for alias, n in aliases.items():
-      yield beam.pvalue.TaggedOutput(self.ALIAS, ((alias, entity.title), n))
+        n_train += 1
+        key = titles.alias_key(payload[2]), title
+        aliases[key] = aliases.get(key, 0) + 1
+        done = add("train", record)
+      for key, pack in done:
+        yield self._tagged(key, pack)
+    if n_heldout:
+      _count("mentions_heldout", n_heldout)
+    if n_train:
+      _count("mentions_train", n_train)
+    if len(aliases) >= self.ALIAS_PACK:
+      self._aliases = {}
+      yield beam.pvalue.TaggedOutput(self.ALIAS, list(aliases.items()))
+
+  def finish_bundle(self):
+    for key, pack in self._packs.take():
+      yield self._tagged(key, beam_io.in_global_window(pack))
+    if self._aliases:
+      aliases, self._aliases = self._aliases, {}
+      yield beam.pvalue.TaggedOutput(self.ALIAS, beam_io.in_global_window(list(aliases.items())))
+
+
+class AliasCountsFn(beam.CombineFn):
+  """Packs of ((alias key, entity title), count) (MentionRecordsFn's 'alias') -> one list of
+  (alias key, entity title, total count) rows: the alias table's counts (paper section 4.1,
+  AT-Prior), summed over all packs."""
+
+  def create_accumulator(self) -> Dict[Tuple[str, str], int]:
+    return {}
+
+  def add_input(self, counts, pack):
+    for key, n in pack:
+      counts[key] = counts.get(key, 0) + n
+    return counts
+
+  def merge_accumulators(self, accumulators):
+    accumulators = iter(accumulators)
+    merged = next(accumulators)
+    for counts in accumulators:
+      self.add_input(merged, counts.items())
+    return merged
+
+  def extract_output(self, counts) -> List[Tuple[str, str, int]]:
+    return [(alias, entity, n) for (alias, entity), n in counts.items()]
+
+
+class EntityRecordsFn(beam.DoFn):
+  """Entity -> packs of (title, serialized entity record) (records.entity_record), a bundle's
+  records in beam_io.Packs' bounds: the shard writer takes one step per pack."""
+
+  def start_bundle(self):
+    self._packs = beam_io.Packs(size_of=_record_size)
+
+  def process(self, entity):
+    for _, pack in self._packs.add(None, (entity.title, records.entity_record(entity))):
+      yield pack
+
+  def finish_bundle(self):
+    for _, pack in self._packs.take():
+      yield beam_io.in_global_window(pack)
 
 
 class ExtractWikipedia(beam.PTransform):
@@ -535,8 +602,8 @@ class ExtractWikipedia(beam.PTransform):
 
   Returns a dict of PCollections: 'entities' (Entity), 'mentions_train' and
   'mentions_heldout' (packs [(mention_id, serialized mention record), ...]: MentionRecordsFn),
-  'alias_counts' ((alias key, entity, count), train split only), 'redirects' ((redirect
-  title, entity title)).
+  'alias_counts' (one list of all (alias key, entity, count) rows, train split only:
+  AliasCountsFn), 'redirects' ((redirect title, entity title)).
   """
 
   def __init__(self, heldout_fraction: float = DEFAULT_HELDOUT_FRACTION,
@@ -584,9 +651,9 @@ class ExtractWikipedia(beam.PTransform):
         MentionRecordsFn(self._heldout_fraction)).with_outputs(
             MentionRecordsFn.HELDOUT, MentionRecordsFn.ALIAS, main="train")
     train, heldout = split["train"], split[MentionRecordsFn.HELDOUT]
+    # One global sum: the counts are written as one file (all rows on one worker) anyway.
     alias_counts = (split[MentionRecordsFn.ALIAS]
-                    | "CountAliases" >> beam.CombinePerKey(sum)
-                    | "AliasRows" >> beam.Map(lambda kv: (kv[0][0], kv[0][1], kv[1])))
+                    | "CountAliases" >> beam.CombineGlobally(AliasCountsFn()))
     return {
         "entities": kb["entities"],
         "mentions_train": train,
@@ -690,9 +757,9 @@ def build_pipeline(pipeline: beam.Pipeline, input_patterns: Sequence[str], outpu
   written = []
   written.append(
       outputs["entities"]
-      | "SerializeEntities" >> beam.Map(lambda e: (e.title, records.entity_record(e)))
+      | "SerializeEntities" >> beam.ParDo(EntityRecordsFn())
       | "WriteEntities" >> beam_io.WriteShardedTFRecords(
-          join(output_dir, schema.ENTITIES_PREFIX), num_shards))
+          join(output_dir, schema.ENTITIES_PREFIX), num_shards, packed=True))
   for name, prefix in (("mentions_train", schema.TRAIN_MENTIONS_PREFIX),
                        ("mentions_heldout", schema.HELDOUT_MENTIONS_PREFIX)):
     written.append(
@@ -700,7 +767,7 @@ def build_pipeline(pipeline: beam.Pipeline, input_patterns: Sequence[str], outpu
         | f"Write_{name}" >> beam_io.WriteShardedTFRecords(join(output_dir, prefix),
                                                            num_shards, packed=True))
   _ = outputs["alias_counts"] | "WriteAliasCounts" >> beam_io.WriteTextFile(
-      join(output_dir, schema.ALIAS_COUNTS_FILE))
+      join(output_dir, schema.ALIAS_COUNTS_FILE), packed=True)
   _ = outputs["redirects"] | "WriteRedirects" >> beam_io.WriteTextFile(
       join(output_dir, schema.REDIRECTS_FILE))
   outputs["written"] = written | "AllShards" >> beam.Flatten()
