@@ -65,6 +65,7 @@ ARTICLE, DESCRIPTION, MENTION, LISTED, ALIAS, ANCHOR, NOT_ENTITY, PRIMARY_TOPIC 
     "article", "description", "mention", "listed", "alias", "anchor", "not_entity",
     "primary_topic")
 DISAMBIGUATION = "disambiguation"  # a disambiguation page of a dump
+REDIRECT_EDGE = "redirect_edge"  # the final edge of a redirect from the key (resolve_value)
 
 # Counter prefix of each tag ('mentions_dropped_redirect_loop', ...).
 _COUNTER_PREFIX = {ARTICLE: "articles", DESCRIPTION: "descriptions", MENTION: "mentions",
@@ -93,6 +94,39 @@ def split_qualifier(key: str) -> Tuple[str, Optional[str]]:
   return (match.group(1), match.group(2)) if match else (key, None)
 
 
+# ---------------------------------------------------------------------------- joins
+
+# The merge's joins group (key, (tag, value)) elements with one GroupByKey: the producing step
+# tags its output and the consuming step splits a group by tag. beam.CoGroupByKey would add a
+# tagging step per input and a collecting step per key: two more Beam elements per value and
+# per key at every join (each an encode, a decode and calls; issue 17).
+
+
+def _tag(tag: str, fn):
+  """element -> [(key, (tag, value))] of fn(element)'s (key, value) pairs."""
+  return lambda element: [(k, (tag, v)) for k, v in fn(element)]
+
+
+def _join(tags: Tuple[str, ...], fn):
+  """fn over (key, {tag: [values]}) (what CoGroupByKey gives) from (key, [(tag, value)])."""
+
+  def joined(element):
+    key, tagged = element
+    grouped = {tag: [] for tag in tags}
+    for tag, value in tagged:
+      grouped[tag].append(value)
+    return fn((key, grouped))
+
+  return joined
+
+
+def _group(label: str, tagged_inputs):
+  """PCollections of (key, (tag, value)) -> (key, [(tag, value), ...]): one join's grouping."""
+  return (tagged_inputs
+          | f"{label}/Flatten" >> beam.Flatten()
+          | f"{label}/GroupByKey" >> beam.GroupByKey())
+
+
 # ------------------------------------------------------------------------------ redirects
 
 
@@ -114,7 +148,8 @@ def pick_edge(element) -> Iterator[Tuple[str, Tuple[str, str, str]]]:
 
 
 def drop_edges_of_articles(element) -> Iterator[Tuple[str, Tuple[str, str, str]]]:
-  """CoGroupByKey {'edge', 'article'} -> the edge, unless its source key is a dump article."""
+  """(key, {'edge': [edge], 'article': [...]}) -> the edge, unless its source key is a dump
+  article."""
   key, grouped = element
   edges = list(grouped["edge"])
   if not edges:
@@ -164,23 +199,25 @@ class ResolveRedirects(beam.PTransform):
 
   def expand(self, edges):
     for r in range(REDIRECT_ROUNDS):
-      edges = ({"in": edges | f"ByTarget{r}" >> beam.Map(lambda kv: (kv[1][1], kv)),
-                "next": edges | f"BySource{r}" >> beam.Map(
-                    lambda kv: (kv[0], (kv[0],) + kv[1][1:]))}
-               | f"Join{r}" >> beam.CoGroupByKey()
-               | f"Jump{r}" >> beam.FlatMap(jump))
-    return ({"in": edges | "ByFinalTarget" >> beam.Map(lambda kv: (kv[1][1], kv)),
-             "is_source": edges | "Sources" >> beam.Map(lambda kv: (kv[0], None))}
-            | "JoinFinal" >> beam.CoGroupByKey()
-            | "Finish" >> beam.FlatMap(finish_edge))
+      edges = (_group(f"Join{r}", (
+          edges | f"ByTarget{r}" >> beam.Map(lambda kv: (kv[1][1], ("in", kv))),
+          edges | f"BySource{r}" >> beam.Map(
+              lambda kv: (kv[0], ("next", (kv[0],) + kv[1][1:])))))
+               | f"Jump{r}" >> beam.FlatMap(_join(("in", "next"), jump)))
+    return (_group("JoinFinal", (
+        edges | "ByFinalTarget" >> beam.Map(lambda kv: (kv[1][1], ("in", kv))),
+        edges | "Sources" >> beam.Map(lambda kv: (kv[0], ("is_source", None)))))
+            | "Finish" >> beam.FlatMap(_join(("in", "is_source"), finish_edge)))
 
 
 # ------------------------------------------------------------------------ keyed values
 
 
 def resolve_value(element, anchors: bool = True):
-  """(key, {'value': [(tag, title, payload)], 'redirect': [final edge]}) -> (final key, value).
+  """(key, [(tag, title, payload), ...]) -> (final key, value).
 
+  The group holds the values at the key and, when the key is a redirect's source, its final
+  edge (REDIRECT_EDGE, (source title, final key or None, final title or None), None).
   Values at a redirect's source key move to its final key (counted '<kind>_resolved_through_
   redirect', kind 'mentions', 'descriptions', ...); at a looping redirect they are dropped
   ('<kind>_dropped_redirect_loop'); a listed title that is a redirect is an alias
@@ -191,14 +228,19 @@ def resolve_value(element, anchors: bool = True):
   distinct span key of the list (only whether a key is anchor text is read).
   """
   key, grouped = element
-  redirects = list(grouped["redirect"])
+  values, redirect = [], None
+  for value in grouped:
+    if value[0] == REDIRECT_EDGE:
+      redirect = value[1]
+    else:
+      values.append(value)
   final_key, final_title = key, None
-  if redirects:
-    _, final_key, final_title = redirects[0]
-  for tag, title, payload in grouped["value"]:
+  if redirect is not None:
+    _, final_key, final_title = redirect
+  for tag, title, payload in values:
     kind = _COUNTER_PREFIX[tag]
     n = len(payload) if tag == MENTION else 1
-    if redirects:
+    if redirect is not None:
       if tag == LISTED:
         _count("titles_listed_that_are_redirects")
         continue
@@ -396,14 +438,14 @@ class MergeKnowledgeBase(beam.PTransform):
               | "ListEdges" >> beam.Map(lambda st: (key(st[0]), (1, st[0], key(st[1]), st[1]))))
              | "AllEdges" >> beam.Flatten()
              | "GroupEdges" >> beam.GroupByKey()
-             | "PickEdge" >> beam.FlatMap(pick_edge))
-    article_keys = ((get("articles") | "ArticleKeys" >> beam.Map(lambda kv: (key(kv[0]), None)),
-                     get("disambiguations") | "DisambiguationKeys" >> beam.Map(
-                         lambda t: (key(t), None)))
-                    | "PageKeys" >> beam.Flatten())
-    edges = ({"edge": edges, "article": article_keys}
-             | "JoinEdgesArticles" >> beam.CoGroupByKey()
-             | "DropArticleEdges" >> beam.FlatMap(drop_edges_of_articles))
+             | "PickEdge" >> beam.FlatMap(_tag("edge", pick_edge)))
+    edges = (_group("JoinEdgesArticles", (
+        edges,
+        get("articles") | "ArticleKeys" >> beam.Map(lambda kv: (key(kv[0]), ("article", None))),
+        get("disambiguations") | "DisambiguationKeys" >> beam.Map(
+            lambda t: (key(t), ("article", None)))))
+             | "DropArticleEdges" >> beam.FlatMap(
+                 _join(("edge", "article"), drop_edges_of_articles)))
     finals = edges | "ResolveRedirects" >> ResolveRedirects()
 
     values = (
@@ -421,10 +463,11 @@ class MergeKnowledgeBase(beam.PTransform):
         get("titles") | "TagTitles" >> beam.Map(lambda t: (key(t), (LISTED, t, None))),
         get("disambiguations") | "TagDisambiguations" >> beam.Map(
             lambda t: (key(t), (DISAMBIGUATION, t, None))),
-    ) | "AllValues" >> beam.Flatten()
+        # A value's key joined with the final edge of a redirect from it, if any.
+        finals | "TagFinalEdges" >> beam.Map(lambda kv: (kv[0], (REDIRECT_EDGE, kv[1], None))),
+    )
     title_only_rules = "titles" in inputs
-    resolved = ({"value": values, "redirect": finals}
-                | "JoinValuesRedirects" >> beam.CoGroupByKey()
+    resolved = (_group("JoinValuesRedirects", values)
                 | "ResolveValues" >> beam.FlatMap(resolve_value, anchors=title_only_rules))
     aliases = finals | "Aliases" >> beam.FlatMap(
         lambda kv: [(kv[1][1], (ALIAS, kv[1][0], None))] if kv[1][1] is not None else [])

@@ -82,6 +82,35 @@ def test_pack_by_key_bounds_each_pack_and_keeps_every_value():
   assert sum(len(v) for _, v in packs) == len(elements)
 
 
+def test_packs_hand_over_what_they_hold_once():
+  packs = beam_io.Packs(max_values=3, max_bytes=0)
+  assert packs.add("a", 1) == [] and packs.add("b", 2) == [] and packs.add("a", 3) == []
+  assert packs.add("a", 4) == [("a", [1, 3, 4])]
+  assert packs.take() == [("b", [2])]
+  assert packs.take() == []
+
+
+def test_packed_rows_give_the_same_text_file(tmp_path):
+  """WriteTextFile(packed=True) on lists of rows writes the file it writes from the rows one
+  by one (sorted), and an empty input still writes an empty file."""
+  # pylint: disable=g-import-not-at-top
+  import apache_beam as beam
+  from apache_beam.testing import test_pipeline
+  # pylint: enable=g-import-not-at-top
+  rows = [("b", "B", 2), ("a", "Ä", 10), ("a", "A", 1), ("c", "C", 3)]
+  with test_pipeline.TestPipeline() as p:
+    _ = (p | "Rows" >> beam.Create(rows)
+         | "WriteRows" >> beam_io.WriteTextFile(str(tmp_path / "rows.tsv")))
+    _ = (p | "Packs" >> beam.Create([rows[:1], [], rows[1:]])
+         | "WritePacks" >> beam_io.WriteTextFile(str(tmp_path / "packs.tsv"), packed=True))
+    _ = (p | "NoPacks" >> beam.Create([rows]) | beam.Filter(lambda pack: False)
+         | "WriteNone" >> beam_io.WriteTextFile(str(tmp_path / "none.tsv"), packed=True))
+  expected = "a\tA\t1\na\tÄ\t10\nb\tB\t2\nc\tC\t3\n"
+  assert (tmp_path / "rows.tsv").read_text(encoding="utf-8") == expected
+  assert (tmp_path / "packs.tsv").read_text(encoding="utf-8") == expected
+  assert (tmp_path / "none.tsv").read_text(encoding="utf-8") == ""
+
+
 def test_tfrecord_frame_is_tensorflows_framing(tmp_path):
   records = [b"", b"x", b"\x00\xff" * 70_000, "Ünïcode".encode("utf-8")]
   path = str(tmp_path / "tf.tfrecord")

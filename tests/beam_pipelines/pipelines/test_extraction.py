@@ -497,6 +497,70 @@ def test_same_bytes_in_memory_and_multi_processing(inputs, tmp_path):
   assert outputs["in_memory"] == outputs["multi_processing"]
 
 
+def _bundle_outputs(fn, elements):
+  """Runs a DoFn over one bundle; returns [(output tag or None, value)] in the order sent
+  (finish_bundle's WindowedValues unwrapped)."""
+  fn.start_bundle()
+  out = [o for e in elements for o in fn.process(e)]
+  for o in fn.finish_bundle():
+    if isinstance(o, beam.pvalue.TaggedOutput):
+      out.append(beam.pvalue.TaggedOutput(o.tag, o.value.value))
+    else:
+      out.append(o.value)
+  return [(o.tag, o.value) if isinstance(o, beam.pvalue.TaggedOutput) else (None, o)
+          for o in out]
+
+
+def test_mention_records_of_a_bundle_leave_in_packs(monkeypatch):
+  """Issue 17: MentionRecordsFn sends a bundle's records in packs (not one element per
+  entity) and its alias counts in packs of about ALIAS_PACK keys; every mention's record
+  lands once in its split and the summed alias counts are the training mentions' counts."""
+  monkeypatch.setattr(extract.MentionRecordsFn, "ALIAS_PACK", 2)
+  pages = [f"Page {i}" for i in range(12)]
+  fraction = sorted(extract.fingerprint_fraction(p) for p in pages)[4]  # 4 held-out pages
+  spans = ["Ore", "the river", "ore", "Port"]
+  elements, want_train, want_heldout, want_aliases = [], set(), set(), {}
+  for e in range(3):
+    entity = records.Entity(f"Entity {e}", f"Text {e}.", ("Cat",), (), ("page",))
+    part = records.entity_features_part(entity)
+    payloads = []
+    for m in range(5):
+      page, span = pages[(e * 5 + m) % 12], spans[(e + m) % 4]
+      payload = (f"m{e}-{m}", page, span, f"own {e} {m}".encode())
+      payloads.append(payload)
+      record = (payload[0], records.mention_record(payload, part))
+      if extract.is_heldout(page, fraction):
+        want_heldout.add(record)
+      else:
+        want_train.add(record)
+        key = (extract.titles.alias_key(span), entity.title)
+        want_aliases[key] = want_aliases.get(key, 0) + 1
+    elements.append((payloads, entity))
+  out = _bundle_outputs(extract.MentionRecordsFn(fraction), elements)
+  train = [r for tag, pack in out if tag is None for r in pack]
+  heldout = [r for tag, pack in out if tag == "heldout" for r in pack]
+  alias_packs = [pack for tag, pack in out if tag == "alias"]
+  assert sorted(train) == sorted(want_train) and sorted(heldout) == sorted(want_heldout)
+  assert len(train) + len(heldout) == 15 and train and heldout
+  assert sum(1 for tag, _ in out if tag is None) == 1  # one pack for the bundle, not three
+  # Sent once they hold ALIAS_PACK keys (after the entity that fills them: at most its 5
+  # mentions' keys more), the rest at the end of the bundle.
+  assert len(alias_packs) > 1 and all(2 <= len(pack) < 2 + 5 for pack in alias_packs[:-1])
+  combine = extract.AliasCountsFn()
+  halves = [combine.create_accumulator(), combine.create_accumulator()]
+  for i, pack in enumerate(alias_packs):
+    halves[i % 2] = combine.add_input(halves[i % 2], pack)
+  rows = combine.extract_output(combine.merge_accumulators(halves))
+  assert sorted(rows) == sorted((a, t, n) for (a, t), n in want_aliases.items())
+  assert combine.extract_output(combine.create_accumulator()) == []
+
+
+def test_entity_records_of_a_bundle_leave_in_one_pack():
+  entities = [records.Entity(f"E{i}", "t", (), (), ("page",)) for i in range(5)]
+  out = _bundle_outputs(extract.EntityRecordsFn(), entities)
+  assert out == [(None, [(e.title, records.entity_record(e)) for e in entities])]
+
+
 def test_fingerprint_is_stable():
   assert extract.fingerprint_fraction("Ore River") == pytest.approx(
       int.from_bytes(__import__("hashlib").sha256(b"Ore River").digest()[:8], "big") / 2**64)
