@@ -275,7 +275,8 @@ def read_site_infos(paths: Sequence[str]) -> Dict[str, xml_dump.SiteInfo]:
 class ParsePageFn(beam.DoFn):
   """Page -> tagged outputs: 'redirect' (title, target), 'article' (title, ArticleTuple),
   'disambiguation' (title), 'category' (category name, hidden) and 'mention' (raw target,
-  records.MentionPayload), the main output.
+  [records.MentionPayload, ...]), the main output: a bundle's mentions packed by their target
+  (beam_io.Packs' bounds), one Beam element per pack, not per link.
 
   Namespace-0 pages (from the <ns> tag) are articles, redirects or disambiguation pages. Each
   XML page is read with the title rules of its wiki (namespaces.site_for of the SiteInfo of
@@ -317,6 +318,13 @@ class ParsePageFn(beam.DoFn):
     # of the parse time (issue 17). The objects alive now are moved out of its reach
     # (gc.freeze); reference counting still frees each of them when it is released.
     gc.freeze()
+
+  def start_bundle(self):
+    self._mentions = beam_io.Packs(size_of=kb_merge.payload_size)
+
+  def finish_bundle(self):
+    for element in self._mentions.take():
+      yield beam_io.in_global_window(element)
 
   def process(self, page: AnyPage):
     html = isinstance(page, html_dump.HtmlPage)
@@ -385,9 +393,9 @@ class ParsePageFn(beam.DoFn):
         self.ARTICLE, (title, (page.page_id, parsed.first_paragraph, tuple(parsed.categories))))
     # Each mention's own record features are encoded here, once: the KB merge and the writes
     # pass them on as one bytes value (records.MentionPayload).
-    payload = records.mention_payload
+    payload, add = records.mention_payload, self._mentions.add
     for target, mention in mentions:
-      yield target, payload(mention)
+      yield from add(target, payload(mention))
 
   def _category(self, page: xml_dump.Page, site: namespaces.Site):
     """(category name, hidden) of a category page that hides its category or whose name
@@ -641,7 +649,7 @@ class ExtractWikipedia(beam.PTransform):
     sources = {"articles": articles,
                "redirects": parsed[ParsePageFn.REDIRECT],
                "disambiguations": parsed[ParsePageFn.DISAMBIGUATION],
-               "descriptions": descriptions, "mentions": parsed["mention"]}
+               "descriptions": descriptions, "mention_packs": parsed["mention"]}
     if title_list is not None:
       sources["titles"] = title_list
     if title_redirects is not None:

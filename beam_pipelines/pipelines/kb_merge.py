@@ -387,7 +387,7 @@ class BuildEntityFn(beam.DoFn):
     pack, size = [], 0
     for _, mention in mentions:
       pack.append(mention)
-      size += _payload_size(mention)
+      size += payload_size(mention)
       if len(pack) >= MENTION_PACK_VALUES or size >= MENTION_PACK_BYTES:
         yield beam.pvalue.TaggedOutput(self.MENTION, (pack, entity))
         pack, size = [], 0
@@ -397,7 +397,8 @@ class BuildEntityFn(beam.DoFn):
       yield beam.pvalue.TaggedOutput(self.REDIRECT, (alias, entity.title))
 
 
-def _payload_size(mention) -> int:
+def payload_size(mention) -> int:
+  """Bytes of a mention payload's str and bytes items (the size that bounds its packs)."""
   """Bytes of a mention payload's strings (its encoded features included), for packing."""
   return sum(len(x) for x in mention if isinstance(x, (str, bytes)))
 
@@ -412,6 +413,8 @@ class MergeKnowledgeBase(beam.PTransform):
     'descriptions': (title, text);
     'mentions': (link target title, mention payload): a tuple whose item 2 is the span text
       (records.MentionPayload in the extraction, MentionTuple also works), passed on as is;
+    'mention_packs': (link target title, [mention payload, ...]): the same, packed by their
+      producer (beam_io.Packs' bounds; the extraction's ParsePageFn);
     'titles': title, from title lists;
     'title_redirects': (redirect title, target title), from redirect lists.
   All titles normalized (dense_entity.kb.titles.normalize_title).
@@ -429,7 +432,7 @@ class MergeKnowledgeBase(beam.PTransform):
     pipeline = next(iter(inputs.values())).pipeline
     sources = {name: inputs[name] if name in inputs else pipeline | f"No_{name}" >> beam.Create([])
                for name in ("articles", "redirects", "disambiguations", "descriptions",
-                            "mentions", "titles", "title_redirects")}
+                            "mentions", "mention_packs", "titles", "title_redirects")}
     get = sources.__getitem__
     key = titles.match_key
     edges = ((get("redirects")
@@ -457,8 +460,10 @@ class MergeKnowledgeBase(beam.PTransform):
         # bundle where the pages are parsed, at most 1,024 or 32 MB a pack), not one element
         # each: every element costs an encode and a decode at each join (a quarter of the
         # extraction's time, issue 17), and a title has many links.
-        get("mentions")
-        | "PackMentionsByTarget" >> beam.ParDo(beam_io.PackByKey(size_of=_payload_size))
+        (get("mentions")
+         | "PackMentionsByTarget" >> beam.ParDo(beam_io.PackByKey(size_of=payload_size)),
+         get("mention_packs"))
+        | "AllMentionPacks" >> beam.Flatten()
         | "TagMentions" >> beam.Map(lambda kv: (key(kv[0]), (MENTION, kv[0], kv[1]))),
         get("titles") | "TagTitles" >> beam.Map(lambda t: (key(t), (LISTED, t, None))),
         get("disambiguations") | "TagDisambiguations" >> beam.Map(

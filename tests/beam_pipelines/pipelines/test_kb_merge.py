@@ -67,6 +67,26 @@ def test_one_entity_per_key_with_the_dump_spelling_and_list_aliases(tmp_path):
                                       ("Parsi", "Persian language")]
 
 
+def test_mention_packs_merge_as_the_same_mentions_one_by_one(tmp_path):
+  """'mention_packs' (the extraction's: mentions packed by target where pages are parsed)
+  give the outputs of 'mentions' one by one, however the packs are cut."""
+  mentions = [("Farsi", _mention("1:0", "Farsi")), ("Persian language", _mention("1:1", "P")),
+              ("Farsi", _mention("2:0", "farsi")), ("Zoug", _mention("2:1", "Zoug"))]
+  common = {"articles": [("Zug", (2, "Zug is a town.", ()))], "redirects": [("Zoug", "Zug")],
+            "title_redirects": [("Farsi", "Persian language")]}
+  one_by_one = _merge(dict(common, mentions=mentions), tmp_path / "one")
+  packs = [("Farsi", [mentions[0][1]]), ("Farsi", [mentions[2][1]]),
+           ("Persian language", [mentions[1][1]])]
+  packed = _merge(dict(common, mention_packs=packs, mentions=mentions[3:]), tmp_path / "packed")
+
+  def flat(out):
+    return sorted((m, e) for pack, e in out["mentions"] for m in pack)
+
+  assert flat(packed) == flat(one_by_one) and len(flat(packed)) == 4
+  assert sorted(packed["entities"], key=str) == sorted(one_by_one["entities"], key=str)
+  assert sorted(packed["redirects"]) == sorted(one_by_one["redirects"])
+
+
 def test_redirect_loops_conflicts_and_articles(tmp_path):
   out = _merge({
       "articles": [("AIDS", (1, "AIDS is a disease.", ())), ("Zug", (2, "Zug is a town.", ()))],
