@@ -116,7 +116,14 @@ def format_tsv(rows: List[Tuple[Any, ...]]) -> str:
 
 class WriteTextFile(beam.PTransform):
   """Writes all rows of a PCollection as one sorted TSV file (rows of str/int); with
-  `packed=True` the elements are lists of rows (the same file)."""
+  `packed=True` the elements are lists of rows (the same file). An empty input writes an
+  empty file.
+
+  The rows are collected under one key with a marker element (so that the key exists when
+  the input is empty), not by beam.combiners.ToList: a global combine hands its result to
+  its default-injecting step as a side input, whose cache measures the whole list object by
+  object (objsize; a fifth of a second per 30,000 rows here, issue 17).
+  """
 
   def __init__(self, path: str, packed: bool = False):
     super().__init__()
@@ -126,14 +133,17 @@ class WriteTextFile(beam.PTransform):
   def expand(self, rows):
     path, packed = self._path, self._packed
 
-    def write(collected):
+    def write(keyed):
+      collected = [r for r in keyed[1] if r is not None]  # None: the marker
       all_rows = [row for pack in collected for row in pack] if packed else collected
       with FileSystems.create(path) as f:
         f.write(format_tsv(all_rows).encode("utf-8"))
       return path
 
-    return (rows
-            | "Collect" >> beam.combiners.ToList()
+    return ((rows | "KeyRows" >> beam.Map(lambda row: (0, row)),
+             rows.pipeline | "Marker" >> beam.Create([(0, None)]))
+            | "RowsAndMarker" >> beam.Flatten()
+            | "Collect" >> beam.CombinePerKey(beam.combiners.ToListCombineFn())
             | "Write" >> beam.Map(write))
 
 

@@ -611,7 +611,7 @@ class ExtractWikipedia(beam.PTransform):
   Returns a dict of PCollections: 'entities' (Entity), 'mentions_train' and
   'mentions_heldout' (packs [(mention_id, serialized mention record), ...]: MentionRecordsFn),
   'alias_counts' (one list of all (alias key, entity, count) rows, train split only:
-  AliasCountsFn), 'redirects' ((redirect title, entity title)).
+  AliasCountsFn; no element when there is none), 'redirects' ((redirect title, entity title)).
   """
 
   def __init__(self, heldout_fraction: float = DEFAULT_HELDOUT_FRACTION,
@@ -660,8 +660,10 @@ class ExtractWikipedia(beam.PTransform):
             MentionRecordsFn.HELDOUT, MentionRecordsFn.ALIAS, main="train")
     train, heldout = split["train"], split[MentionRecordsFn.HELDOUT]
     # One global sum: the counts are written as one file (all rows on one worker) anyway.
+    # Without a default (none when there is no alias: the writer still writes the file), whose
+    # injection would read the whole table as a side input (see beam_io.WriteTextFile).
     alias_counts = (split[MentionRecordsFn.ALIAS]
-                    | "CountAliases" >> beam.CombineGlobally(AliasCountsFn()))
+                    | "CountAliases" >> beam.CombineGlobally(AliasCountsFn()).without_defaults())
     return {
         "entities": kb["entities"],
         "mentions_train": train,
