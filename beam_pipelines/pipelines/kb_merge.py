@@ -39,6 +39,7 @@ Counters go to the extraction's namespace (stats.json); WORKSPACE.md lists them.
 import collections
 import logging
 import re
+import zlib
 from typing import Iterator, Optional, Tuple
 
 import apache_beam as beam
@@ -160,31 +161,87 @@ def drop_edges_of_articles(element) -> Iterator[Tuple[str, Tuple[str, str, str]]
   yield key, edges[0]
 
 
-def jump(element) -> Iterator[Tuple[str, Tuple[str, str, str]]]:
-  """One round of pointer jumping, grouped by the middle key X.
+# Buckets of the redirect rounds' joins (by a CRC-32 of the key: the same in every process).
+REDIRECT_BUCKETS = 1024
 
-  Input: (X, {'in': [(source key, (source, X, X title))], 'next': [(X, target key, target
-  title)] when X is itself a redirect}). Output: each incoming edge, its target replaced by
-  X's target when there is one.
+
+def redirect_bucket(key: str) -> int:
+  """The bucket of a key in the redirect rounds' joins."""
+  return zlib.crc32(key.encode("utf-8")) % REDIRECT_BUCKETS
+
+
+class RouteEdgesFn(beam.DoFn):
+  """Edges (one each, or packs of them with `packed`) -> (bucket, [(tag, item), ...]) packs
+  for one round of pointer jumping: each edge goes to its target key's bucket as ('in',
+  edge), and to its source key's bucket as ('next', (source key, target key, target title))
+  or, for the final round (`final`), as ('is_source', source key). Packed per bundle and
+  bucket (beam_io.Packs): one Beam element per pack through the shuffle, not two per edge."""
+
+  def __init__(self, packed: bool, final: bool):
+    super().__init__()
+    self._packed = packed
+    self._final = final
+
+  def start_bundle(self):
+    self._packs = beam_io.Packs()
+
+  def process(self, element):
+    add, final = self._packs.add, self._final
+    for edge in element if self._packed else (element,):
+      source_key, (_, target_key, target) = edge
+      yield from add(redirect_bucket(target_key), ("in", edge))
+      if final:
+        yield from add(redirect_bucket(source_key), ("is_source", source_key))
+      else:
+        yield from add(redirect_bucket(source_key), ("next", (source_key, target_key, target)))
+
+  def finish_bundle(self):
+    for element in self._packs.take():
+      yield beam_io.in_global_window(element)
+
+
+def _chunks(values: list):
+  for i in range(0, len(values), beam_io.PACK_MAX_VALUES):
+    yield values[i:i + beam_io.PACK_MAX_VALUES]
+
+
+def jump(element) -> Iterator[list]:
+  """One round of pointer jumping over one bucket's edges.
+
+  Input: (bucket, [pack of ('in', (source key, (source, X, X title))) and ('next', (X,
+  target key, target title)) when X is itself a redirect's source]). Output: packs of the
+  incoming edges, each with its target X replaced by X's target when X has one.
   """
-  _, grouped = element
-  nxt = list(grouped["next"])
-  for source_key, (source, target_key, target) in grouped["in"]:
-    if nxt:
-      _, next_key, next_title = nxt[0]
-      yield source_key, (source, next_key, next_title)
-    else:
-      yield source_key, (source, target_key, target)
+  _, packs = element
+  nxt, edges = {}, []
+  for pack in packs:
+    for tag, item in pack:
+      if tag == "next":
+        nxt[item[0]] = item
+      else:
+        edges.append(item)
+  out = []
+  for edge in edges:
+    source_key, (source, target_key, _) = edge
+    hop = nxt.get(target_key)
+    out.append(edge if hop is None else (source_key, (source, hop[1], hop[2])))
+  return _chunks(out)
 
 
 def finish_edge(element) -> Iterator[Tuple[str, Tuple[str, Optional[str], Optional[str]]]]:
-  """(target key, {'in': edges, 'is_source': [...]}) -> (source key, (source, final key,
-  final title)); final None when the target is still a redirect (a loop or a chain longer
-  than 2**REDIRECT_ROUNDS hops)."""
-  _, grouped = element
-  looping = any(True for _ in grouped["is_source"])
-  for source_key, (source, target_key, target) in grouped["in"]:
-    if looping:
+  """(bucket, [pack of ('in', edge) and ('is_source', source key)]) -> (source key, (source,
+  final key, final title)); final None when the edge's target is still a redirect's source
+  (a loop or a chain longer than 2**REDIRECT_ROUNDS hops)."""
+  _, packs = element
+  sources, edges = set(), []
+  for pack in packs:
+    for tag, item in pack:
+      if tag == "is_source":
+        sources.add(item)
+      else:
+        edges.append(item)
+  for source_key, (source, target_key, target) in edges:
+    if target_key in sources:
       _count("redirects_loop")
       yield source_key, (source, None, None)
     else:
@@ -192,22 +249,28 @@ def finish_edge(element) -> Iterator[Tuple[str, Tuple[str, Optional[str], Option
 
 
 class ResolveRedirects(beam.PTransform):
-  """(source key, (source title, target key, target title)) edges -> final edges.
+  """(source key, (source title, target key, target title)) edges -> final edges, by pointer
+  jumping (REDIRECT_ROUNDS rounds, then a check that the target is no redirect).
+
+  Each round joins by bucket of keys (redirect_bucket), not by key: the edges cross each
+  shuffle in packs and a bucket's join is a dictionary lookup (the per-key joins were a
+  third of the elements through Beam with the full redirect list, issue 17).
 
   Output: (source key, (source title, final key or None, final title or None)).
   """
 
   def expand(self, edges):
+    packed = False
     for r in range(REDIRECT_ROUNDS):
-      edges = (_group(f"Join{r}", (
-          edges | f"ByTarget{r}" >> beam.Map(lambda kv: (kv[1][1], ("in", kv))),
-          edges | f"BySource{r}" >> beam.Map(
-              lambda kv: (kv[0], ("next", (kv[0],) + kv[1][1:])))))
-               | f"Jump{r}" >> beam.FlatMap(_join(("in", "next"), jump)))
-    return (_group("JoinFinal", (
-        edges | "ByFinalTarget" >> beam.Map(lambda kv: (kv[1][1], ("in", kv))),
-        edges | "Sources" >> beam.Map(lambda kv: (kv[0], ("is_source", None)))))
-            | "Finish" >> beam.FlatMap(_join(("in", "is_source"), finish_edge)))
+      edges = (edges
+               | f"Route{r}" >> beam.ParDo(RouteEdgesFn(packed, final=False))
+               | f"Join{r}" >> beam.GroupByKey()
+               | f"Jump{r}" >> beam.FlatMap(jump))
+      packed = True
+    return (edges
+            | "RouteFinal" >> beam.ParDo(RouteEdgesFn(packed, final=True))
+            | "JoinFinal" >> beam.GroupByKey()
+            | "Finish" >> beam.FlatMap(finish_edge))
 
 
 # ------------------------------------------------------------------------ keyed values

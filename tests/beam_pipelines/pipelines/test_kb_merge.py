@@ -105,6 +105,47 @@ def test_redirect_loops_conflicts_and_articles(tmp_path):
   assert [(m[0], e.title) for pack, e in out["mentions"] for m in pack] == [("2:1", "Zug")]
 
 
+def _walk(edges, source_key, rounds):
+  """The final edge pointer jumping gives: 2**rounds hops at most, None when the target
+  reached is still a redirect's source (a loop or a longer chain)."""
+  source, target_key, target = edges[source_key]
+  for _ in range(2 ** rounds - 1):
+    if target_key not in edges:
+      break
+    _, target_key, target = edges[target_key]
+  if target_key in edges:
+    return source_key, (source, None, None)
+  return source_key, (source, target_key, target)
+
+
+@pytest.mark.parametrize("buckets", [1, 7, 1024])
+def test_redirect_rounds_follow_chains_and_stop_at_loops(buckets, monkeypatch, tmp_path):
+  """ResolveRedirects (joins by bucket of keys) gives every redirect the final edge a walk
+  along the chain gives: chains of 1 to 12 hops (longer than 2**REDIRECT_ROUNDS = 8 hops:
+  None), loops, several redirects to one target; whatever the number of buckets."""
+  monkeypatch.setattr(kb_merge, "REDIRECT_BUCKETS", buckets)
+  edges = {}
+  for chain in range(1, 13):  # k0 -> k1 -> ... -> k<chain> (an article)
+    for hop in range(chain):
+      edges[f"c{chain}h{hop}"] = (f"C{chain}H{hop}", f"c{chain}h{hop + 1}", f"C{chain}H{hop + 1}")
+  for size in (2, 3):  # loops, and a redirect into one
+    for i in range(size):
+      edges[f"l{size}n{i}"] = (f"L{size}N{i}", f"l{size}n{(i + 1) % size}",
+                               f"L{size}N{(i + 1) % size}")
+    edges[f"into{size}"] = (f"Into{size}", f"l{size}n0", f"L{size}N0")
+  edges["other"] = ("Other", "c3h3", "C3H3")
+  with test_pipeline.TestPipeline() as p:
+    finals = (p | beam.Create(sorted(edges.items())) | kb_merge.ResolveRedirects()
+              | beam.Map(lambda kv: pickle.dumps(kv).hex())
+              | beam.io.WriteToText(str(tmp_path / "finals"), shard_name_template=""))
+  with open(tmp_path / "finals", encoding="utf-8") as f:
+    got = sorted(pickle.loads(bytes.fromhex(line.strip())) for line in f if line.strip())
+  want = sorted(_walk(edges, k, kb_merge.REDIRECT_ROUNDS) for k in edges)
+  assert got == want
+  assert dict(got)["c8h0"][1] == "c8h8" and dict(got)["c9h0"][1] is None
+  assert dict(got)["l2n0"][1] is None and dict(got)["into3"][1] is None
+
+
 def test_disambiguation_like_title_only_entries_are_not_entities(tmp_path):
   out = _merge({
       # 'Georgia': only listed, with qualified siblings and no 'Georgia (disambiguation)'.
