@@ -506,9 +506,10 @@ class MentionRecordsFn(beam.DoFn):
   One step per pack of one entity's mentions for what were three per-mention steps (split,
   alias key, record), each a Beam element per mention. The records and alias counts of a
   whole bundle leave in packs (beam_io.Packs' bounds; alias counts once they hold ALIAS_PACK
-  keys, at most one entity's mentions more), not one or more elements per entity: the writers and counters downstream take one
-  step per pack. The record is records.mention_record: the entity's encoded features (made
-  once per entity) and the mention's own.
+  keys, at most one entity's mentions more), not one or more elements per entity: the
+  writers and counters downstream take one step per pack. The record is
+  records.mention_record: the entity's encoded features (made once per entity) and the
+  mention's own.
   """
 
   HELDOUT = "heldout"

@@ -13,6 +13,7 @@ one entity. Every step below is a join or a per-key function, with no single-wor
    target by pointer jumping: each round replaces a target that is itself a redirect by that
    redirect's target, so 3 rounds follow chains of up to 8 hops (titles.MAX_REDIRECT_HOPS);
    a target still a redirect after that is a loop or too long a chain and is dropped, counted.
+   Each round joins edges by bucket of keys (ResolveRedirects), in packs.
 2. Articles, descriptions, link targets of mentions and listed titles are keyed, moved through
    the redirects to their final key (a listed title that is a redirect is an alias, not an
    entity), and grouped by key with the redirect titles (aliases) and anchor texts.

@@ -135,9 +135,9 @@ def test_redirect_rounds_follow_chains_and_stop_at_loops(buckets, monkeypatch, t
     edges[f"into{size}"] = (f"Into{size}", f"l{size}n0", f"L{size}N0")
   edges["other"] = ("Other", "c3h3", "C3H3")
   with test_pipeline.TestPipeline() as p:
-    finals = (p | beam.Create(sorted(edges.items())) | kb_merge.ResolveRedirects()
-              | beam.Map(lambda kv: pickle.dumps(kv).hex())
-              | beam.io.WriteToText(str(tmp_path / "finals"), shard_name_template=""))
+    _ = (p | beam.Create(sorted(edges.items())) | kb_merge.ResolveRedirects()
+         | beam.Map(lambda kv: pickle.dumps(kv).hex())
+         | beam.io.WriteToText(str(tmp_path / "finals"), shard_name_template=""))
   with open(tmp_path / "finals", encoding="utf-8") as f:
     got = sorted(pickle.loads(bytes.fromhex(line.strip())) for line in f if line.strip())
   want = sorted(_walk(edges, k, kb_merge.REDIRECT_ROUNDS) for k in edges)
