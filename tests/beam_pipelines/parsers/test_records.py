@@ -15,6 +15,10 @@ _ENTITIES = [
     records.Entity("Jürgen Klinsmann", "Jürgen Klinsmann is a footballer. " * 600,
                    ("Players", "Ünï", ""), ("Klinsi",), ("page", "link_target", "title_list")),
     records.Entity("B" * 200, "x" * 130, ("c",) * 150, (), ("title_list",)),
+    # Title-only entries (the shared empty entries and sources are made once and reused).
+    records.Entity("Ünï title", "", (), (), ("title_list",)),
+    records.Entity("C", "", (), ("Alias", "Ålias"), ("link_target", "title_list")),
+    records.Entity("D", "", ("Cat",), (), ("title_list",)),
 ]
 _MENTIONS = [
     ("1:0", "Source page", "Klinsmann", "left", "right", "x [MASK] y", "prose"),
@@ -56,7 +60,7 @@ def _mention_example(mention, entity: records.Entity) -> tf.train.Example:
 
 
 def test_entity_record_is_the_examples_bytes():
-  for entity in _ENTITIES:
+  for entity in _ENTITIES + _ENTITIES:  # twice: the cached entries give the same bytes
     assert records.entity_record(entity) == _entity_example(entity).SerializeToString(
         deterministic=True)
 
