@@ -90,12 +90,6 @@ _KEY_FIELDS = {key: _field(key.encode("utf-8")) for key in
                _ENTITY_RECORD_KEYS + _MENTION_OWN_KEYS}
 
 
-def _entity_values(entity: Entity):
-  return {schema.ENTITY_TITLE: (entity.title,), schema.ENTITY_TEXT: (entity.text,),
-          schema.ENTITY_CATEGORIES: entity.categories, schema.ENTITY_ALIASES: entity.aliases,
-          schema.ENTITY_SOURCE: entity.sources}
-
-
 @functools.lru_cache(maxsize=4096)
 def _frequent_entry(key: str, values: Tuple[str, ...]) -> bytes:
   """_entry of values that most entities share (no categories, no aliases, no text, the few
@@ -107,26 +101,33 @@ _ALIASES, _CATEGORIES, _SOURCE, _TEXT, _TITLE = _ENTITY_RECORD_KEYS
 assert (_ALIASES, _CATEGORIES, _SOURCE, _TEXT, _TITLE) == (
     schema.ENTITY_ALIASES, schema.ENTITY_CATEGORIES, schema.ENTITY_SOURCE, schema.ENTITY_TEXT,
     schema.ENTITY_TITLE)
+assert _MENTION_ENTITY_KEYS == [_ALIASES, _CATEGORIES, _TEXT, _TITLE]
+
+
+def _entity_entries(entity: Entity) -> Tuple[bytes, bytes, bytes, bytes]:
+  """The map entries of an entity's aliases, categories, text and title (key order)."""
+  aliases, categories, text = entity.aliases, entity.categories, entity.text
+  return (
+      _entry(_KEY_FIELDS[_ALIASES], aliases) if aliases else _frequent_entry(_ALIASES, ()),
+      (_entry(_KEY_FIELDS[_CATEGORIES], categories) if categories
+       else _frequent_entry(_CATEGORIES, ())),
+      _entry(_KEY_FIELDS[_TEXT], (text,)) if text else _frequent_entry(_TEXT, ("",)),
+      _entry(_KEY_FIELDS[_TITLE], (entity.title,)))
 
 
 def entity_record(entity: Entity) -> bytes:
   """The entity record's bytes: a tf.train.Example of the schema.ENTITY_* features (title,
-  text, categories, aliases, source), serialized deterministically (entries in key order)."""
-  aliases, categories, text = entity.aliases, entity.categories, entity.text
-  return _field(b"".join((
-      _entry(_KEY_FIELDS[_ALIASES], aliases) if aliases else _frequent_entry(_ALIASES, ()),
-      (_entry(_KEY_FIELDS[_CATEGORIES], categories) if categories
-       else _frequent_entry(_CATEGORIES, ())),
-      _frequent_entry(_SOURCE, tuple(entity.sources)),
-      _entry(_KEY_FIELDS[_TEXT], (text,)) if text else _frequent_entry(_TEXT, ("",)),
-      _entry(_KEY_FIELDS[_TITLE], (entity.title,)))))
+  text, categories, aliases, source), serialized deterministically (entries in key order:
+  the source's between the categories' and the text's)."""
+  aliases, categories, text, title = _entity_entries(entity)
+  return _field(b"".join((aliases, categories, _frequent_entry(_SOURCE, tuple(entity.sources)),
+                          text, title)))
 
 
 def entity_features_part(entity: Entity) -> bytes:
   """The encoded entity features of a mention record (its map entries, in key order: title,
   text, categories, aliases; the same for all the entity's mentions)."""
-  values = _entity_values(entity)
-  return b"".join([_entry(_KEY_FIELDS[k], values[k]) for k in _MENTION_ENTITY_KEYS])
+  return b"".join(_entity_entries(entity))
 
 
 # (key field + the Feature's field header, index in a MentionTuple) of each of a mention's own
