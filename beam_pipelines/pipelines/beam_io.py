@@ -215,6 +215,11 @@ class Packs:
     return list(packs.items())
 
 
+def record_size(record: Tuple[Any, bytes]) -> int:
+  """Bytes of a (sort key, serialized record) pair's record: the size that bounds its packs."""
+  return len(record[1])
+
+
 def in_global_window(element):
   """`element` as a DoFn's finish_bundle outputs it (a WindowedValue in the global window)."""
   return beam.transforms.window.GlobalWindows.windowed_value(element)
@@ -301,15 +306,14 @@ class WriteShardedTFRecords(beam.PTransform):
           f.write(tfrecord_frame(value))
       return path, len(rows)
 
-    size_of = lambda kv: len(kv[1])
     if self._packed:
-      keyed = records | "PackByShard" >> beam.ParDo(PackByShard(size_of=size_of),
+      keyed = records | "PackByShard" >> beam.ParDo(PackByShard(size_of=record_size),
                                                      num_shards_side)
     else:
       keyed = (records
                | "AssignShard" >> beam.Map(lambda kv, n: (shard_of(kv[0], n), kv),
                                            num_shards_side)
-               | "PackByShard" >> beam.ParDo(PackByKey(size_of=size_of)))
+               | "PackByShard" >> beam.ParDo(PackByKey(size_of=record_size)))
     # One (shard, None) marker per shard, so that every shard file is written; a plain
     # GroupByKey over records and markers (a CoGroupByKey tagged every record in two more
     # steps).

@@ -492,10 +492,6 @@ def parse_description(line: str) -> Iterator[Tuple[str, str]]:
   yield title, text
 
 
-def _record_size(record: Tuple[Any, bytes]) -> int:
-  return len(record[1])
-
-
 class MentionRecordsFn(beam.DoFn):
   """([MentionPayload, ...], Entity) of the KB merge -> packs of (mention_id, serialized
   mention record): the main output (training split) and 'heldout' (is_heldout of its source
@@ -521,7 +517,7 @@ class MentionRecordsFn(beam.DoFn):
     self._heldout_fraction = heldout_fraction
 
   def start_bundle(self):
-    self._packs = beam_io.Packs(size_of=_record_size)
+    self._packs = beam_io.Packs(size_of=beam_io.record_size)
     self._aliases = {}
 
   def _tagged(self, key, pack):
@@ -589,7 +585,7 @@ class EntityRecordsFn(beam.DoFn):
   records in beam_io.Packs' bounds: the shard writer takes one step per pack."""
 
   def start_bundle(self):
-    self._packs = beam_io.Packs(size_of=_record_size)
+    self._packs = beam_io.Packs(size_of=beam_io.record_size)
 
   def process(self, entity):
     for _, pack in self._packs.add(None, (entity.title, records.entity_record(entity))):

@@ -38,10 +38,11 @@ Counters go to the extraction's namespace (stats.json); WORKSPACE.md lists them.
 """
 
 import collections
+import itertools
 import logging
 import re
 import zlib
-from typing import Iterator, Optional, Tuple
+from typing import Dict, Iterator, Optional, Tuple
 
 import apache_beam as beam
 from apache_beam.metrics.metric import Metrics
@@ -109,17 +110,17 @@ def _tag(tag: str, fn):
   return lambda element: [(k, (tag, v)) for k, v in fn(element)]
 
 
+def _by_tag(tagged, tags: Tuple[str, ...]) -> Dict[str, list]:
+  """[(tag, value), ...] -> {tag: [value, ...]} for each of `tags` (what CoGroupByKey gives)."""
+  grouped = {tag: [] for tag in tags}
+  for tag, value in tagged:
+    grouped[tag].append(value)
+  return grouped
+
+
 def _join(tags: Tuple[str, ...], fn):
   """fn over (key, {tag: [values]}) (what CoGroupByKey gives) from (key, [(tag, value)])."""
-
-  def joined(element):
-    key, tagged = element
-    grouped = {tag: [] for tag in tags}
-    for tag, value in tagged:
-      grouped[tag].append(value)
-    return fn((key, grouped))
-
-  return joined
+  return lambda element: fn((element[0], _by_tag(element[1], tags)))
 
 
 def _group(label: str, tagged_inputs):
@@ -213,16 +214,10 @@ def jump(element) -> Iterator[list]:
   target key, target title)) when X is itself a redirect's source]). Output: packs of the
   incoming edges, each with its target X replaced by X's target when X has one.
   """
-  _, packs = element
-  nxt, edges = {}, []
-  for pack in packs:
-    for tag, item in pack:
-      if tag == "next":
-        nxt[item[0]] = item
-      else:
-        edges.append(item)
+  grouped = _by_tag(itertools.chain.from_iterable(element[1]), ("in", "next"))
+  nxt = {item[0]: item for item in grouped["next"]}
   out = []
-  for edge in edges:
+  for edge in grouped["in"]:
     source_key, (source, target_key, _) = edge
     hop = nxt.get(target_key)
     out.append(edge if hop is None else (source_key, (source, hop[1], hop[2])))
@@ -233,15 +228,9 @@ def finish_edge(element) -> Iterator[Tuple[str, Tuple[str, Optional[str], Option
   """(bucket, [pack of ('in', edge) and ('is_source', source key)]) -> (source key, (source,
   final key, final title)); final None when the edge's target is still a redirect's source
   (a loop or a chain longer than 2**REDIRECT_ROUNDS hops)."""
-  _, packs = element
-  sources, edges = set(), []
-  for pack in packs:
-    for tag, item in pack:
-      if tag == "is_source":
-        sources.add(item)
-      else:
-        edges.append(item)
-  for source_key, (source, target_key, target) in edges:
+  grouped = _by_tag(itertools.chain.from_iterable(element[1]), ("in", "is_source"))
+  sources = set(grouped["is_source"])
+  for source_key, (source, target_key, target) in grouped["in"]:
     if target_key in sources:
       _count("redirects_loop")
       yield source_key, (source, None, None)
