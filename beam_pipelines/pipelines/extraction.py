@@ -581,15 +581,17 @@ class AliasCountsFn(beam.CombineFn):
 
 
 class EntityRecordsFn(beam.DoFn):
-  """Entity -> packs of (title, serialized entity record) (records.entity_record), a bundle's
-  records in beam_io.Packs' bounds: the shard writer takes one step per pack."""
+  """Packs of Entity -> packs of (title, serialized entity record) (records.entity_record), a
+  bundle's records in beam_io.Packs' bounds: the shard writer takes one step per pack."""
 
   def start_bundle(self):
     self._packs = beam_io.Packs(size_of=beam_io.record_size)
 
-  def process(self, entity):
-    for _, pack in self._packs.add(None, (entity.title, records.entity_record(entity))):
-      yield pack
+  def process(self, entities):
+    add = self._packs.add
+    for entity in entities:
+      for _, pack in add(None, (entity.title, records.entity_record(entity))):
+        yield pack
 
   def finish_bundle(self):
     for _, pack in self._packs.take():
@@ -601,14 +603,16 @@ class ExtractWikipedia(beam.PTransform):
   redirects.
 
   Input: (paths, descriptions) or (paths, descriptions, listed titles, listed redirects):
-  PCollections of dump paths or ReadItems, (title, text), title, (redirect, target); without
-  the listed titles the KB merge leaves out the steps only title-only entries need. The KB is
-  merged from all of them by kb_merge.MergeKnowledgeBase (one entity per matching key).
+  PCollections of dump paths or ReadItems, (title, text), lists of titles and lists of
+  (redirect, target) (packs: kb_merge.ParseListLinesFn); without the listed titles the KB
+  merge leaves out the steps only title-only entries need. The KB is merged from all of them
+  by kb_merge.MergeKnowledgeBase (one entity per matching key).
 
-  Returns a dict of PCollections: 'entities' (Entity), 'mentions_train' and
+  Returns a dict of PCollections: 'entities' (packs [Entity, ...]), 'mentions_train' and
   'mentions_heldout' (packs [(mention_id, serialized mention record), ...]: MentionRecordsFn),
   'alias_counts' (one list of all (alias key, entity, count) rows, train split only:
-  AliasCountsFn; no element when there is none), 'redirects' ((redirect title, entity title)).
+  AliasCountsFn; no element when there is none), 'redirects' (packs [(redirect title, entity
+  title), ...]).
   """
 
   def __init__(self, heldout_fraction: float = DEFAULT_HELDOUT_FRACTION,
@@ -648,9 +652,9 @@ class ExtractWikipedia(beam.PTransform):
                "disambiguations": parsed[ParsePageFn.DISAMBIGUATION],
                "descriptions": descriptions, "mention_packs": parsed["mention"]}
     if title_list is not None:
-      sources["titles"] = title_list
+      sources["title_packs"] = title_list
     if title_redirects is not None:
-      sources["title_redirects"] = title_redirects
+      sources["title_redirect_packs"] = title_redirects
     kb = sources | "MergeKnowledgeBase" >> kb_merge.MergeKnowledgeBase()
     split = kb["mentions"] | "SplitAndEncodeMentions" >> beam.ParDo(
         MentionRecordsFn(self._heldout_fraction)).with_outputs(
@@ -671,15 +675,16 @@ class ExtractWikipedia(beam.PTransform):
 
 
 def _read_lists(pipeline, name: str, patterns: Sequence[str], parse, counter: str):
-  """Lines of the files matching `patterns` (plain, .gz or .bz2), parsed with `parse`."""
+  """Lines of the files matching `patterns` (plain, .gz or .bz2), parsed with `parse`, in
+  packs (lists: kb_merge.ParseListLinesFn)."""
   if not patterns:
     return pipeline | f"No{name}" >> beam.Create([])
   parts = []
   for i, pattern in enumerate(patterns):
     parts.append(pipeline
                  | f"Read{name}{i}" >> beam.io.ReadFromText(pattern)
-                 | f"Parse{name}{i}" >> beam.FlatMap(kb_merge.parse_list_line, parse=parse,
-                                                    counter=counter, source=pattern))
+                 | f"Parse{name}{i}" >> beam.ParDo(kb_merge.ParseListLinesFn(parse, counter,
+                                                                            pattern)))
   return parts | f"All{name}" >> beam.Flatten()
 
 
@@ -776,7 +781,7 @@ def build_pipeline(pipeline: beam.Pipeline, input_patterns: Sequence[str], outpu
   _ = outputs["alias_counts"] | "WriteAliasCounts" >> beam_io.WriteTextFile(
       join(output_dir, schema.ALIAS_COUNTS_FILE), packed=True)
   _ = outputs["redirects"] | "WriteRedirects" >> beam_io.WriteTextFile(
-      join(output_dir, schema.REDIRECTS_FILE))
+      join(output_dir, schema.REDIRECTS_FILE), packed=True)
   outputs["written"] = written | "AllShards" >> beam.Flatten()
   return outputs
 

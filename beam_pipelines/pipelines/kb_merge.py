@@ -6,7 +6,8 @@ hold a few hundred articles; a Wikipedia-scale KB adds every title of a title li
 entities) and a redirect list (1.4M aliases). Sources spell titles differently ('Jürgen
 Klinsmann' in a dump, 'jurgen_klinsmann' in DBpedia's folded list), so every title is keyed by
 `dense_entity.kb.titles.match_key` (case- and accent-insensitive) and each key becomes at most
-one entity. Every step below is a join or a per-key function, with no single-worker step:
+one entity. Every step below is a join by bucket of keys (see "joins" below) or a per-key
+function, with no single-worker step:
 
 1. Redirect edges (dump redirects before list redirects when both name a source key; a source
    key that is a dump article is an article, not a redirect) are resolved to their final
@@ -38,6 +39,7 @@ Counters go to the extraction's namespace (stats.json); WORKSPACE.md lists them.
 """
 
 import collections
+import functools
 import itertools
 import logging
 import re
@@ -99,15 +101,115 @@ def split_qualifier(key: str) -> Tuple[str, Optional[str]]:
 
 # ---------------------------------------------------------------------------- joins
 
-# The merge's joins group (key, (tag, value)) elements with one GroupByKey: the producing step
-# tags its output and the consuming step splits a group by tag. beam.CoGroupByKey would add a
-# tagging step per input and a collecting step per key: two more Beam elements per value and
-# per key at every join (each an encode, a decode and calls; issue 17).
+# Every join of the merge groups by bucket of keys, not by key: a step routes its (key, value)
+# pairs to their bucket (RouteToBuckets, or the step before the join's outputs), packed per
+# bundle and bucket (beam_io.Packs), one GroupByKey moves the packs, and the consuming step
+# groups a bucket's values by key in a dictionary and runs its per-key function on each key,
+# in key order. Per-key joins cost a Beam element (an encode, a decode and calls) per value and
+# per key at every step: with the 5.9M titles of a Wikipedia-scale title list, 40% of the
+# extraction's time (issue 17). A bucket holds about 1/JOIN_BUCKETS of the merge's values
+# (all of them in memory at once in its step: about 30 MB for the 112M links of English
+# Wikipedia).
+
+# Buckets of the merge's joins (by a CRC-32 of the key: the same in every process).
+JOIN_BUCKETS = 1024
 
 
-def _tag(tag: str, fn):
-  """element -> [(key, (tag, value))] of fn(element)'s (key, value) pairs."""
-  return lambda element: [(k, (tag, v)) for k, v in fn(element)]
+def key_bucket(key: str) -> int:
+  """The bucket of a key in the merge's joins by key."""
+  return zlib.crc32(key.encode("utf-8")) % JOIN_BUCKETS
+
+
+def root_key(key: str) -> str:
+  """'x (a) (b)' -> 'x': the key without its qualifiers (split_qualifier, repeated)."""
+  base, qualifier = split_qualifier(key)
+  while qualifier is not None:
+    base, qualifier = split_qualifier(base)
+  return base
+
+
+def entity_bucket(key: str) -> int:
+  """The bucket of a key in the entity join: by its root key (root_key), so that a base key
+  'x' and every 'x (qualifier)' meet in one bucket (the WP:DAB rule, sibling_decisions)."""
+  return key_bucket(root_key(key))
+
+
+class RouteToBuckets(beam.DoFn):
+  """Elements (or packs of them, with `packed`) -> (bucket, [(key, value), ...]) packs:
+  `pairs(element)` gives an element's (key, value) pairs, each sent to `bucket_of(key)`,
+  packed per bundle and bucket (beam_io.Packs; `size_of(pair)` bounds the bytes held)."""
+
+  def __init__(self, pairs, bucket_of=key_bucket, packed: bool = False, size_of=None):
+    super().__init__()
+    self._pairs = pairs
+    self._bucket_of = bucket_of
+    self._packed = packed
+    self._size_of = size_of
+
+  def start_bundle(self):
+    self._packs = beam_io.Packs(size_of=self._size_of)
+
+  def process(self, element):
+    add, pairs, bucket_of = self._packs.add, self._pairs, self._bucket_of
+    for item in element if self._packed else (element,):
+      for key, value in pairs(item):
+        yield from add(bucket_of(key), (key, value))
+
+  def finish_bundle(self):
+    for element in self._packs.take():
+      yield beam_io.in_global_window(element)
+
+
+def group_bucket(packs) -> Dict[str, list]:
+  """A bucket's packs of (key, value) -> {key: [value, ...]}, values in the order they came."""
+  groups = {}
+  for pack in packs:
+    for key, value in pack:
+      group = groups.get(key)
+      if group is None:
+        groups[key] = [value]
+      else:
+        group.append(value)
+  return groups
+
+
+class JoinBucketFn(beam.DoFn):
+  """(bucket, [pack of (key, value)]) -> `fn((key, [value, ...]))` for each key of the bucket,
+  in key order. With `route`, fn's (key, value) outputs go on packed per bundle and bucket
+  (`route(key)`, beam_io.Packs) to the next join; without, as packs (lists) of a bucket's
+  outputs."""
+
+  def __init__(self, fn, route=None, size_of=None):
+    super().__init__()
+    self._fn = fn
+    self._route = route
+    self._size_of = size_of
+
+  def start_bundle(self):
+    self._packs = beam_io.Packs(size_of=self._size_of)
+
+  def process(self, element):
+    groups = group_bucket(element[1])
+    fn, route = self._fn, self._route
+    if route is None:
+      out = []
+      for key in sorted(groups):
+        out.extend(fn((key, groups[key])))
+      yield from _chunks(out)
+      return
+    add = self._packs.add
+    for key in sorted(groups):
+      for out_key, value in fn((key, groups[key])):
+        yield from add(route(out_key), (out_key, value))
+
+  def finish_bundle(self):
+    for element in self._packs.take():
+      yield beam_io.in_global_window(element)
+
+
+def _chunks(values: list):
+  for i in range(0, len(values), beam_io.PACK_MAX_VALUES):
+    yield values[i:i + beam_io.PACK_MAX_VALUES]
 
 
 def _by_tag(tagged, tags: Tuple[str, ...]) -> Dict[str, list]:
@@ -116,18 +218,6 @@ def _by_tag(tagged, tags: Tuple[str, ...]) -> Dict[str, list]:
   for tag, value in tagged:
     grouped[tag].append(value)
   return grouped
-
-
-def _join(tags: Tuple[str, ...], fn):
-  """fn over (key, {tag: [values]}) (what CoGroupByKey gives) from (key, [(tag, value)])."""
-  return lambda element: fn((element[0], _by_tag(element[1], tags)))
-
-
-def _group(label: str, tagged_inputs):
-  """PCollections of (key, (tag, value)) -> (key, [(tag, value), ...]): one join's grouping."""
-  return (tagged_inputs
-          | f"{label}/Flatten" >> beam.Flatten()
-          | f"{label}/GroupByKey" >> beam.GroupByKey())
 
 
 # ------------------------------------------------------------------------------ redirects
@@ -150,61 +240,52 @@ def pick_edge(element) -> Iterator[Tuple[str, Tuple[str, str, str]]]:
   yield source_key, (source, target_key, target)
 
 
-def drop_edges_of_articles(element) -> Iterator[Tuple[str, Tuple[str, str, str]]]:
-  """(key, {'edge': [edge], 'article': [...]}) -> the edge, unless its source key is a dump
-  article."""
-  key, grouped = element
-  edges = list(grouped["edge"])
-  if not edges:
+# Tags of the edge join's values.
+EDGE_CANDIDATE, EDGE_ARTICLE = "candidate", "article"
+
+
+def edge_of_key(element) -> Iterator[Tuple[str, Tuple[str, str, str]]]:
+  """(source key, [(EDGE_CANDIDATE, (priority, source title, target key, target title)) or
+  (EDGE_ARTICLE, None)]) -> the key's redirect edge (pick_edge), unless the key is a dump
+  article's or disambiguation page's (counted 'redirects_overridden_by_article')."""
+  key, values = element
+  grouped = _by_tag(values, (EDGE_CANDIDATE, EDGE_ARTICLE))
+  if not grouped[EDGE_CANDIDATE]:
     return
-  if any(True for _ in grouped["article"]):
-    _count("redirects_overridden_by_article")
-    return
-  yield key, edges[0]
-
-
-# Buckets of the redirect rounds' joins (by a CRC-32 of the key: the same in every process).
-REDIRECT_BUCKETS = 1024
-
-
-def redirect_bucket(key: str) -> int:
-  """The bucket of a key in the redirect rounds' joins."""
-  return zlib.crc32(key.encode("utf-8")) % REDIRECT_BUCKETS
+  for edge in pick_edge((key, grouped[EDGE_CANDIDATE])):
+    if grouped[EDGE_ARTICLE]:
+      _count("redirects_overridden_by_article")
+      return
+    yield edge
 
 
 class RouteEdgesFn(beam.DoFn):
-  """Edges (one each, or packs of them with `packed`) -> (bucket, [(tag, item), ...]) packs
-  for one round of pointer jumping: each edge goes to its target key's bucket as ('in',
-  edge), and to its source key's bucket as ('next', (source key, target key, target title))
-  or, for the final round (`final`), as ('is_source', source key). Packed per bundle and
-  bucket (beam_io.Packs): one Beam element per pack through the shuffle, not two per edge."""
+  """Packs of edges -> (bucket, [(tag, item), ...]) packs for one round of pointer jumping:
+  each edge goes to its target key's bucket as ('in', edge), and to its source key's bucket
+  as ('next', (source key, target key, target title)) or, for the final round (`final`), as
+  ('is_source', source key). Packed per bundle and bucket (beam_io.Packs): one Beam element
+  per pack through the shuffle, not two per edge."""
 
-  def __init__(self, packed: bool, final: bool):
+  def __init__(self, final: bool):
     super().__init__()
-    self._packed = packed
     self._final = final
 
   def start_bundle(self):
     self._packs = beam_io.Packs()
 
-  def process(self, element):
+  def process(self, edges):
     add, final = self._packs.add, self._final
-    for edge in element if self._packed else (element,):
+    for edge in edges:
       source_key, (_, target_key, target) = edge
-      yield from add(redirect_bucket(target_key), ("in", edge))
+      yield from add(key_bucket(target_key), ("in", edge))
       if final:
-        yield from add(redirect_bucket(source_key), ("is_source", source_key))
+        yield from add(key_bucket(source_key), ("is_source", source_key))
       else:
-        yield from add(redirect_bucket(source_key), ("next", (source_key, target_key, target)))
+        yield from add(key_bucket(source_key), ("next", (source_key, target_key, target)))
 
   def finish_bundle(self):
     for element in self._packs.take():
       yield beam_io.in_global_window(element)
-
-
-def _chunks(values: list):
-  for i in range(0, len(values), beam_io.PACK_MAX_VALUES):
-    yield values[i:i + beam_io.PACK_MAX_VALUES]
 
 
 def jump(element) -> Iterator[list]:
@@ -224,43 +305,44 @@ def jump(element) -> Iterator[list]:
   return _chunks(out)
 
 
-def finish_edge(element) -> Iterator[Tuple[str, Tuple[str, Optional[str], Optional[str]]]]:
-  """(bucket, [pack of ('in', edge) and ('is_source', source key)]) -> (source key, (source,
-  final key, final title)); final None when the edge's target is still a redirect's source
-  (a loop or a chain longer than 2**REDIRECT_ROUNDS hops)."""
+def finish_edges(element) -> Iterator[list]:
+  """(bucket, [pack of ('in', edge) and ('is_source', source key)]) -> packs of (source key,
+  (source, final key, final title)); final None when the edge's target is still a redirect's
+  source (a loop or a chain longer than 2**REDIRECT_ROUNDS hops)."""
   grouped = _by_tag(itertools.chain.from_iterable(element[1]), ("in", "is_source"))
   sources = set(grouped["is_source"])
+  out = []
   for source_key, (source, target_key, target) in grouped["in"]:
     if target_key in sources:
       _count("redirects_loop")
-      yield source_key, (source, None, None)
+      out.append((source_key, (source, None, None)))
     else:
-      yield source_key, (source, target_key, target)
+      out.append((source_key, (source, target_key, target)))
+  return _chunks(out)
 
 
 class ResolveRedirects(beam.PTransform):
-  """(source key, (source title, target key, target title)) edges -> final edges, by pointer
-  jumping (REDIRECT_ROUNDS rounds, then a check that the target is no redirect).
+  """Packs of (source key, (source title, target key, target title)) edges -> packs of final
+  edges, by pointer jumping (REDIRECT_ROUNDS rounds, then a check that the target is no
+  redirect).
 
-  Each round joins by bucket of keys (redirect_bucket), not by key: the edges cross each
-  shuffle in packs and a bucket's join is a dictionary lookup (the per-key joins were 30% of
-  the elements through Beam with a twentieth of the title and redirect lists, issue 17).
+  Each round joins by bucket of keys (key_bucket), not by key: the edges cross each shuffle
+  in packs and a bucket's join is a dictionary lookup (the per-key joins were 30% of the
+  elements through Beam with a twentieth of the title and redirect lists, issue 17).
 
-  Output: (source key, (source title, final key or None, final title or None)).
+  Output: packs of (source key, (source title, final key or None, final title or None)).
   """
 
-  def expand(self, edges):
-    packed = False
+  def expand(self, edge_packs):
     for r in range(REDIRECT_ROUNDS):
-      edges = (edges
-               | f"Route{r}" >> beam.ParDo(RouteEdgesFn(packed, final=False))
-               | f"Join{r}" >> beam.GroupByKey()
-               | f"Jump{r}" >> beam.FlatMap(jump))
-      packed = True
-    return (edges
-            | "RouteFinal" >> beam.ParDo(RouteEdgesFn(packed, final=True))
+      edge_packs = (edge_packs
+                    | f"Route{r}" >> beam.ParDo(RouteEdgesFn(final=False))
+                    | f"Join{r}" >> beam.GroupByKey()
+                    | f"Jump{r}" >> beam.FlatMap(jump))
+    return (edge_packs
+            | "RouteFinal" >> beam.ParDo(RouteEdgesFn(final=True))
             | "JoinFinal" >> beam.GroupByKey()
-            | "Finish" >> beam.FlatMap(finish_edge))
+            | "Finish" >> beam.FlatMap(finish_edges))
 
 
 # ------------------------------------------------------------------------ keyed values
@@ -314,20 +396,25 @@ def resolve_value(element, anchors: bool = True):
 _ENTITY_LIKE = frozenset((ARTICLE, DESCRIPTION, MENTION, LISTED))
 
 
-def value_flags(element) -> Iterator[Tuple[str, Tuple[str, bool, bool]]]:
-  """(key, (tag, title, payload)) of a resolved value -> (base key, (key, listed, named
-  '(disambiguation)')) for the WP:DAB rule, for the values that make an entity (article,
-  description, mention, listed title); anchors and disambiguation pages give nothing. One
-  element per value, so that the rule needs no grouping by key first."""
-  key, (tag, _, _) = element
-  if tag not in _ENTITY_LIKE:
-    return
-  base, qualifier = split_qualifier(key)
-  yield base, (key, tag == LISTED, qualifier == DISAMBIGUATION_QUALIFIER)
+def sibling_decisions(groups: Dict[str, list]) -> Iterator[Tuple[str, Tuple[str, str, None]]]:
+  """The WP:DAB rule over one entity bucket's keys ({key: [(tag, title, payload), ...]};
+  entity_bucket puts a base key and its qualified siblings in one bucket): each base key's
+  members are (key, listed, named '(disambiguation)') of the values that make an entity
+  (article, description, mention, listed title) at the base and its qualified keys; anchors
+  and disambiguation pages give none. Yields disambiguation_by_siblings' decisions."""
+  members = {}
+  for key, values in groups.items():
+    base, qualifier = split_qualifier(key)
+    is_dab = qualifier == DISAMBIGUATION_QUALIFIER
+    for tag, _, _ in values:
+      if tag in _ENTITY_LIKE:
+        members.setdefault(base, []).append((key, tag == LISTED, is_dab))
+  for base in sorted(members):
+    yield from disambiguation_by_siblings((base, members[base]))
 
 
 def disambiguation_by_siblings(element) -> Iterator[Tuple[str, Tuple[str, str, None]]]:
-  """(base key, [(key, listed, is '(disambiguation)')] of value_flags) -> the WP:DAB decision
+  """(base key, [(key, listed, is '(disambiguation)')]: sibling_decisions) -> the WP:DAB decision
   on a title-only base (its own values are all listed titles): (base, NOT_ENTITY) when it has
   qualified siblings and no 'base (disambiguation)' page (it is the disambiguation page);
   (base, PRIMARY_TOPIC) when 'base (disambiguation)' exists (it is the primary topic, kept
@@ -346,113 +433,152 @@ def disambiguation_by_siblings(element) -> Iterator[Tuple[str, Tuple[str, str, N
 # --------------------------------------------------------------------------- entities
 
 
-# Mentions of one entity per element after the KB merge, at most (BuildEntityFn).
+# Mentions of one entity per element after the KB merge, at most (build_entity).
 MENTION_PACK_VALUES = beam_io.PACK_MAX_VALUES
 MENTION_PACK_BYTES = beam_io.PACK_MAX_BYTES
 
+# Tagged outputs of build_entity and BuildEntitiesFn.
+ENTITY_MENTIONS = "mention"
+ENTITY_REDIRECTS = "redirect"
 
-class BuildEntityFn(beam.DoFn):
-  """(key, [(tag, title, payload)]) -> the key's Entity; tagged 'mention' ([mention payload,
-  ...], Entity): its mentions in packs of at most MENTION_PACK_VALUES mentions or
-  MENTION_PACK_BYTES bytes (in the order they came), and 'redirect' (alias title, entity
-  title) for each alias.
-  """
 
-  MENTION = "mention"
-  REDIRECT = "redirect"
+def build_entity(key: str, values: list):
+  """(key, [(tag, title, payload)]) -> the key's Entity, if it makes one; tagged
+  ENTITY_MENTIONS ([mention payload, ...], Entity): its mentions in packs of at most
+  MENTION_PACK_VALUES mentions or MENTION_PACK_BYTES bytes (in the order they came), and
+  ENTITY_REDIRECTS (alias title, entity title) for each alias."""
+  by_tag = collections.defaultdict(list)
+  for tag, title, payload in values:
+    if tag == MENTION:  # mentions of one link target title, as a list
+      by_tag[tag].extend((title, mention) for mention in payload)
+    else:
+      by_tag[tag].append((title, payload))
+  articles, mentions = by_tag[ARTICLE], by_tag[MENTION]
+  descriptions, listed = by_tag[DESCRIPTION], by_tag[LISTED]
+  aliases = sorted({title for title, _ in by_tag[ALIAS]})
+  if not (articles or descriptions or mentions or listed):
+    _count("redirects_to_missing_page", len(aliases))
+    return
+  if by_tag[DISAMBIGUATION] and not articles:
+    # A disambiguation page of a dump: a list of other entities, not one (links to it are
+    # links that editors still have to point at the right entity).
+    _count("not_entities_disambiguation_page")
+    _count("mentions_dropped_disambiguation_page", len(mentions))
+    _count("redirects_to_missing_page", len(aliases))
+    return
+  if split_qualifier(key)[1] == DISAMBIGUATION_QUALIFIER:
+    _count("not_entities_disambiguation_page_by_title")
+    _count("mentions_dropped_disambiguation_page", len(mentions))
+    _count("redirects_to_missing_page", len(aliases))
+    return
+  if not (articles or descriptions or mentions):  # title-only
+    reasons = sorted(reason for reason, _ in by_tag[NOT_ENTITY])
+    if not reasons and by_tag[ANCHOR] and not by_tag[PRIMARY_TOPIC]:
+      reasons = ["anchor_text_of_other_entities"]
+    if reasons:
+      _count(f"not_entities_title_list_{reasons[0]}")
+      _count("redirects_to_missing_page", len(aliases))
+      return
+  sources, text, categories = [], "", ()
+  if articles:
+    if len(articles) > 1:
+      _count("kb_key_collisions_articles", len(articles) - 1)
+    title, (_, text, categories) = max(
+        articles, key=lambda a: (len(a[1][1]), a[1][0], a[0]))
+    sources.append(SOURCE_PAGE)
+    display = "page"
+  if mentions:
+    sources.append(SOURCE_LINK_TARGET)
+  if descriptions:
+    sources.append(SOURCE_DESCRIPTION)
+    best_title, best_text = min(descriptions, key=lambda d: (-len(d[1]), d[1], d[0]))
+    if not text:
+      text = best_text
+      _count("entities_text_from_description")
+    if not articles:
+      title, display = best_title, "description"
+  if listed:
+    sources.append(SOURCE_TITLE_LIST)
+  if not (articles or descriptions):
+    if mentions:
+      spellings = collections.Counter(t for t, _ in mentions)
+      title = min(spellings, key=lambda t: (-spellings[t], t))
+      display = "link_target"
+    else:
+      title, display = min(t for t, _ in listed), "title_list"
+  if len({t for tag in (ARTICLE, DESCRIPTION, MENTION, LISTED) for t, _ in by_tag[tag]}) > 1:
+    _count("entities_with_spellings_merged")
+  entity = records.Entity(title=title, text=text, categories=tuple(categories),
+                          aliases=tuple(a for a in aliases if a != title),
+                          sources=tuple(sources))
+  _count("entities")
+  _count(f"entities_title_from_{display}")
+  for source in sources:
+    _count(f"entities_source_{source}")
+  if not articles:
+    _count("entities_without_page")
+  yield entity
+  # The entity's mentions in packs (at most MENTION_PACK_VALUES mentions or
+  # MENTION_PACK_BYTES bytes a pack): the steps after the merge cost per element, and a
+  # popular entity has hundreds of thousands of links.
+  pack, size = [], 0
+  for _, mention in mentions:
+    pack.append(mention)
+    size += payload_size(mention)
+    if len(pack) >= MENTION_PACK_VALUES or size >= MENTION_PACK_BYTES:
+      yield beam.pvalue.TaggedOutput(ENTITY_MENTIONS, (pack, entity))
+      pack, size = [], 0
+  if pack:
+    yield beam.pvalue.TaggedOutput(ENTITY_MENTIONS, (pack, entity))
+  for alias in entity.aliases:
+    yield beam.pvalue.TaggedOutput(ENTITY_REDIRECTS, (alias, entity.title))
+
+
+class BuildEntitiesFn(beam.DoFn):
+  """(entity bucket, [pack of (key, (tag, title, payload))]) -> build_entity's outputs for
+  each key of the bucket, in key order: the bucket's entities in packs (lists of at most
+  beam_io.PACK_MAX_VALUES), its mention packs tagged ENTITY_MENTIONS as build_entity gives
+  them, its redirects in packs tagged ENTITY_REDIRECTS. With `title_only_rules`, the WP:DAB
+  decisions (sibling_decisions) are joined to their base keys first."""
+
+  def __init__(self, title_only_rules: bool):
+    super().__init__()
+    self._title_only_rules = title_only_rules
 
   def process(self, element):
-    key, values = element
-    by_tag = collections.defaultdict(list)
-    for tag, title, payload in values:
-      if tag == MENTION:  # mentions of one link target title, as a list
-        by_tag[tag].extend((title, mention) for mention in payload)
-      else:
-        by_tag[tag].append((title, payload))
-    articles, mentions = by_tag[ARTICLE], by_tag[MENTION]
-    descriptions, listed = by_tag[DESCRIPTION], by_tag[LISTED]
-    aliases = sorted({title for title, _ in by_tag[ALIAS]})
-    if not (articles or descriptions or mentions or listed):
-      _count("redirects_to_missing_page", len(aliases))
-      return
-    if by_tag[DISAMBIGUATION] and not articles:
-      # A disambiguation page of a dump: a list of other entities, not one (links to it are
-      # links that editors still have to point at the right entity).
-      _count("not_entities_disambiguation_page")
-      _count("mentions_dropped_disambiguation_page", len(mentions))
-      _count("redirects_to_missing_page", len(aliases))
-      return
-    if split_qualifier(key)[1] == DISAMBIGUATION_QUALIFIER:
-      _count("not_entities_disambiguation_page_by_title")
-      _count("mentions_dropped_disambiguation_page", len(mentions))
-      _count("redirects_to_missing_page", len(aliases))
-      return
-    if not (articles or descriptions or mentions):  # title-only
-      reasons = sorted(reason for reason, _ in by_tag[NOT_ENTITY])
-      if not reasons and by_tag[ANCHOR] and not by_tag[PRIMARY_TOPIC]:
-        reasons = ["anchor_text_of_other_entities"]
-      if reasons:
-        _count(f"not_entities_title_list_{reasons[0]}")
-        _count("redirects_to_missing_page", len(aliases))
-        return
-    sources, text, categories = [], "", ()
-    if articles:
-      if len(articles) > 1:
-        _count("kb_key_collisions_articles", len(articles) - 1)
-      title, (_, text, categories) = max(
-          articles, key=lambda a: (len(a[1][1]), a[1][0], a[0]))
-      sources.append(SOURCE_PAGE)
-      display = "page"
-    if mentions:
-      sources.append(SOURCE_LINK_TARGET)
-    if descriptions:
-      sources.append(SOURCE_DESCRIPTION)
-      best_title, best_text = min(descriptions, key=lambda d: (-len(d[1]), d[1], d[0]))
-      if not text:
-        text = best_text
-        _count("entities_text_from_description")
-      if not articles:
-        title, display = best_title, "description"
-    if listed:
-      sources.append(SOURCE_TITLE_LIST)
-    if not (articles or descriptions):
-      if mentions:
-        spellings = collections.Counter(t for t, _ in mentions)
-        title = min(spellings, key=lambda t: (-spellings[t], t))
-        display = "link_target"
-      else:
-        title, display = min(t for t, _ in listed), "title_list"
-    if len({t for tag in (ARTICLE, DESCRIPTION, MENTION, LISTED) for t, _ in by_tag[tag]}) > 1:
-      _count("entities_with_spellings_merged")
-    entity = records.Entity(title=title, text=text, categories=tuple(categories),
-                            aliases=tuple(a for a in aliases if a != title),
-                            sources=tuple(sources))
-    _count("entities")
-    _count(f"entities_title_from_{display}")
-    for source in sources:
-      _count(f"entities_source_{source}")
-    if not articles:
-      _count("entities_without_page")
-    yield entity
-    # The entity's mentions in packs (at most MENTION_PACK_VALUES mentions or
-    # MENTION_PACK_BYTES bytes a pack): the steps after the merge cost per element, and a
-    # popular entity has hundreds of thousands of links.
-    pack, size = [], 0
-    for _, mention in mentions:
-      pack.append(mention)
-      size += payload_size(mention)
-      if len(pack) >= MENTION_PACK_VALUES or size >= MENTION_PACK_BYTES:
-        yield beam.pvalue.TaggedOutput(self.MENTION, (pack, entity))
-        pack, size = [], 0
-    if pack:
-      yield beam.pvalue.TaggedOutput(self.MENTION, (pack, entity))
-    for alias in entity.aliases:
-      yield beam.pvalue.TaggedOutput(self.REDIRECT, (alias, entity.title))
+    groups = group_bucket(element[1])
+    if self._title_only_rules:
+      for base, decision in list(sibling_decisions(groups)):
+        groups[base].append(decision)
+    entities, redirects = [], []
+    for key in sorted(groups):
+      for out in build_entity(key, groups[key]):
+        if isinstance(out, records.Entity):
+          entities.append(out)
+        elif out.tag == ENTITY_REDIRECTS:
+          redirects.append(out.value)
+        else:
+          yield out
+    yield from _chunks(entities)
+    for pack in _chunks(redirects):
+      yield beam.pvalue.TaggedOutput(ENTITY_REDIRECTS, pack)
 
 
 def payload_size(mention) -> int:
   """Bytes of a mention payload's strings (its encoded features included), for packing."""
   return sum(len(x) for x in mention if isinstance(x, (str, bytes)))
+
+
+def value_size(pair) -> int:
+  """Bytes of a keyed value's text, for packing: (key, (tag, title, payload)) -> the mention
+  payloads' sizes (payload_size) of a MENTION value, the text of an article or description,
+  else 0."""
+  tag, _, payload = pair[1]
+  if tag == MENTION:
+    return sum(map(payload_size, payload))
+  if tag == ARTICLE:
+    return len(payload[1])
+  return len(payload) if isinstance(payload, str) else 0
 
 
 class MergeKnowledgeBase(beam.PTransform):
@@ -467,80 +593,135 @@ class MergeKnowledgeBase(beam.PTransform):
       (records.MentionPayload in the extraction, MentionTuple also works), passed on as is;
     'mention_packs': (link target title, [mention payload, ...]): the same, packed by their
       producer (beam_io.Packs' bounds; the extraction's ParsePageFn);
-    'titles': title, from title lists;
-    'title_redirects': (redirect title, target title), from redirect lists.
+    'titles': title, from title lists; 'title_packs': lists of them (ParseListLinesFn);
+    'title_redirects': (redirect title, target title), from redirect lists;
+      'title_redirect_packs': lists of them.
   All titles normalized (dense_entity.kb.titles.normalize_title).
 
-  Output: {'entities': Entity, 'mentions': ([mention payload, ...], Entity) (an entity's
-  mentions, packed: BuildEntityFn), 'redirects': (redirect title, entity title)}, the last for
-  redirects whose final target is an entity.
+  Output: {'entities': [Entity, ...], 'mentions': ([mention payload, ...], Entity) (an
+  entity's mentions), 'redirects': [(redirect title, entity title), ...]}, all in packs
+  (BuildEntitiesFn), the last for redirects whose final target is an entity.
 
-  Without 'titles' there is no title-only entry, so the steps that only decide on those (the
-  anchor keys of mentions, the WP:DAB sibling rule) are left out of the pipeline: the same
-  outputs, a fifth fewer elements through the merge.
+  Three joins by bucket of keys (see "joins" above), with the redirect rounds between the
+  first two: redirect edges with the keys of dump pages (edge_of_key; key_bucket), values
+  with the final edges of their keys (resolve_value; key_bucket), and everything of a key
+  with its aliases and anchors (build_entity; entity_bucket). Without titles there is no
+  title-only entry, so what only decides on those (the anchor values of mentions, the WP:DAB
+  sibling rule) is left out: the same outputs with fewer values through the merge.
+
+  Raises:
+    ValueError: an input name that is none of the above.
   """
 
+  INPUTS = ("articles", "redirects", "disambiguations", "descriptions", "mentions",
+            "mention_packs", "titles", "title_packs", "title_redirects", "title_redirect_packs")
+
   def expand(self, inputs):
+    unknown = sorted(set(inputs) - set(self.INPUTS))
+    if unknown:
+      raise ValueError(f"MergeKnowledgeBase: unknown input(s) {unknown}; inputs are "
+                       f"{', '.join(self.INPUTS)}")
     pipeline = next(iter(inputs.values())).pipeline
-    sources = {name: inputs[name] if name in inputs else pipeline | f"No_{name}" >> beam.Create([])
-               for name in ("articles", "redirects", "disambiguations", "descriptions",
-                            "mentions", "mention_packs", "titles", "title_redirects")}
-    get = sources.__getitem__
     key = titles.match_key
-    edges = ((get("redirects")
-              | "DumpEdges" >> beam.Map(lambda st: (key(st[0]), (0, st[0], key(st[1]), st[1]))),
-              get("title_redirects")
-              | "ListEdges" >> beam.Map(lambda st: (key(st[0]), (1, st[0], key(st[1]), st[1]))))
-             | "AllEdges" >> beam.Flatten()
-             | "GroupEdges" >> beam.GroupByKey()
-             | "PickEdge" >> beam.FlatMap(_tag("edge", pick_edge)))
-    edges = (_group("JoinEdgesArticles", (
-        edges,
-        get("articles") | "ArticleKeys" >> beam.Map(lambda kv: (key(kv[0]), ("article", None))),
-        get("disambiguations") | "DisambiguationKeys" >> beam.Map(
-            lambda t: (key(t), ("article", None)))))
-             | "DropArticleEdges" >> beam.FlatMap(
-                 _join(("edge", "article"), drop_edges_of_articles)))
+    title_only_rules = "titles" in inputs or "title_packs" in inputs
+
+    def route(name, pairs, packed=False, bucket_of=key_bucket, size_of=None):
+      """Input `name`'s (key, value) pairs in bucket packs (no step without the input)."""
+      if name not in inputs:
+        return []
+      step = "Route" + "".join(part.capitalize() for part in name.split("_"))
+      return [inputs[name] | step >> beam.ParDo(RouteToBuckets(pairs, bucket_of, packed,
+                                                               size_of))]
+
+    def join(label, packs):
+      """Bucket packs -> (bucket, [pack, ...]): one join's shuffle."""
+      if not packs:
+        packs = [pipeline | f"No{label}Inputs" >> beam.Create([])]
+      return (packs
+              | f"{label}Inputs" >> beam.Flatten()
+              | label >> beam.GroupByKey())
+
+    # 1. Redirect edges, by source key with the keys of dump pages; then to their final keys.
+    def dump_edge(st):
+      return [(key(st[0]), (EDGE_CANDIDATE, (0, st[0], key(st[1]), st[1])))]
+
+    def list_edge(st):
+      return [(key(st[0]), (EDGE_CANDIDATE, (1, st[0], key(st[1]), st[1])))]
+
+    def page_key(title):
+      return [(key(title), (EDGE_ARTICLE, None))]
+
+    edges = (join("JoinEdges",
+                  route("redirects", dump_edge) + route("title_redirects", list_edge)
+                  + route("title_redirect_packs", list_edge, packed=True)
+                  + [inputs[name] | f"Route{name.capitalize()}Keys" >> beam.ParDo(
+                      RouteToBuckets(page_key if name == "disambiguations"
+                                     else lambda kv: page_key(kv[0])))
+                     for name in ("articles", "disambiguations") if name in inputs])
+             | "EdgeOfKey" >> beam.ParDo(JoinBucketFn(edge_of_key)))
     finals = edges | "ResolveRedirects" >> ResolveRedirects()
 
-    values = (
-        get("articles") | "TagArticles" >> beam.Map(
-            lambda kv: (key(kv[0]), (ARTICLE, kv[0], kv[1]))),
-        get("descriptions") | "TagDescriptions" >> beam.Map(
-            lambda kv: (key(kv[0]), (DESCRIPTION, kv[0], kv[1]))),
-        # Mentions travel as lists of the mentions of one link target title (packed per
-        # bundle where the pages are parsed, at most 1,024 or 32 MB a pack), not one element
-        # each: every element costs an encode and a decode at each join (a quarter of the
-        # extraction's time, issue 17), and a title has many links.
-        (get("mentions")
-         | "PackMentionsByTarget" >> beam.ParDo(beam_io.PackByKey(size_of=payload_size)),
-         get("mention_packs"))
-        | "AllMentionPacks" >> beam.Flatten()
-        | "TagMentions" >> beam.Map(lambda kv: (key(kv[0]), (MENTION, kv[0], kv[1]))),
-        get("titles") | "TagTitles" >> beam.Map(lambda t: (key(t), (LISTED, t, None))),
-        get("disambiguations") | "TagDisambiguations" >> beam.Map(
-            lambda t: (key(t), (DISAMBIGUATION, t, None))),
-        # A value's key joined with the final edge of a redirect from it, if any.
-        finals | "TagFinalEdges" >> beam.Map(lambda kv: (kv[0], (REDIRECT_EDGE, kv[1], None))),
-    )
-    title_only_rules = "titles" in inputs
-    resolved = (_group("JoinValuesRedirects", values)
-                | "ResolveValues" >> beam.FlatMap(resolve_value, anchors=title_only_rules))
-    aliases = finals | "Aliases" >> beam.FlatMap(
-        lambda kv: [(kv[1][1], (ALIAS, kv[1][0], None))] if kv[1][1] is not None else [])
-    keyed = [resolved, aliases]
-    if title_only_rules:
-      keyed.append(resolved
-                   | "ValueFlags" >> beam.FlatMap(value_flags)
-                   | "ByBaseKey" >> beam.GroupByKey()
-                   | "DisambiguationBySiblings" >> beam.FlatMap(disambiguation_by_siblings))
-    built = (keyed
-             | "KeyedEverything" >> beam.Flatten()
-             | "GroupByEntityKey" >> beam.GroupByKey()
-             | "BuildEntities" >> beam.ParDo(BuildEntityFn()).with_outputs(
-                 BuildEntityFn.MENTION, BuildEntityFn.REDIRECT, main="entity"))
-    return {"entities": built["entity"], "mentions": built[BuildEntityFn.MENTION],
-            "redirects": built[BuildEntityFn.REDIRECT]}
+    # 2. Values, with the final edge of a redirect from their key (if any).
+    def tag_pairs(tag):
+      return lambda kv: [(key(kv[0]), (tag, kv[0], kv[1]))]
+
+    def title_pairs(tag):
+      return lambda t: [(key(t), (tag, t, None))]
+
+    mention_packs = route("mention_packs", tag_pairs(MENTION), size_of=value_size)
+    if "mentions" in inputs:
+      mention_packs.append(
+          inputs["mentions"]
+          | "PackMentionsByTarget" >> beam.ParDo(beam_io.PackByKey(size_of=payload_size))
+          | "RouteMentions" >> beam.ParDo(RouteToBuckets(tag_pairs(MENTION),
+                                                         size_of=value_size)))
+    values = (route("articles", tag_pairs(ARTICLE), size_of=value_size)
+              + route("descriptions", tag_pairs(DESCRIPTION), size_of=value_size)
+              + mention_packs
+              + route("titles", title_pairs(LISTED))
+              + route("title_packs", title_pairs(LISTED), packed=True)
+              + route("disambiguations", title_pairs(DISAMBIGUATION))
+              + [finals | "RouteFinalEdges" >> beam.ParDo(RouteToBuckets(
+                  lambda kv: [(kv[0], (REDIRECT_EDGE, kv[1], None))], packed=True))])
+    resolved = (join("JoinValuesRedirects", values)
+                | "ResolveValues" >> beam.ParDo(JoinBucketFn(
+                    functools.partial(resolve_value, anchors=title_only_rules),
+                    route=entity_bucket, size_of=value_size)))
+
+    # 3. Per key, one entity, with its aliases (the redirects that end at it).
+    aliases = finals | "RouteAliases" >> beam.ParDo(RouteToBuckets(
+        lambda kv: [(kv[1][1], (ALIAS, kv[1][0], None))] if kv[1][1] is not None else [],
+        entity_bucket, packed=True))
+    built = (join("JoinByEntityKey", [resolved, aliases])
+             | "BuildEntities" >> beam.ParDo(BuildEntitiesFn(title_only_rules)).with_outputs(
+                 ENTITY_MENTIONS, ENTITY_REDIRECTS, main="entity"))
+    return {"entities": built["entity"], "mentions": built[ENTITY_MENTIONS],
+            "redirects": built[ENTITY_REDIRECTS]}
+
+
+class ParseListLinesFn(beam.DoFn):
+  """Lines of a title or redirect list -> packs (lists) of what `parse` makes of them
+  (parse_list_line: bad lines logged and counted), a bundle's in packs of at most
+  beam_io.PACK_MAX_VALUES: the KB merge takes them as 'title_packs' or
+  'title_redirect_packs' (one Beam element per pack, not per title)."""
+
+  def __init__(self, parse, counter: str, source: str):
+    super().__init__()
+    self._parse = parse
+    self._counter = counter
+    self._source = source
+
+  def start_bundle(self):
+    self._packs = beam_io.Packs()
+
+  def process(self, line):
+    for parsed in parse_list_line(line, self._parse, self._counter, self._source):
+      for _, pack in self._packs.add(None, parsed):
+        yield pack
+
+  def finish_bundle(self):
+    for _, pack in self._packs.take():
+      yield beam_io.in_global_window(pack)
 
 
 def parse_list_line(line: str, parse, counter: str, source: str):

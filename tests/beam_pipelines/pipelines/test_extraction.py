@@ -473,11 +473,11 @@ def test_composite_with_test_pipeline(inputs, tmp_path):
   with test_pipeline.TestPipeline() as pipeline:
     outputs = extract.build_pipeline(pipeline, [inputs["dump"]], str(tmp_path),
                                      heldout_fraction=0.0, num_shards=1)
-    assert_that(outputs["entities"] | beam.Map(lambda e: e.title),
+    assert_that(outputs["entities"] | beam.FlatMap(lambda pack: [e.title for e in pack]),
                 equal_to(["Gull Point", "Gull Sea", "Lake Fen", "Ore River",
                           "Port Alder", "Quarry Notes"]),
                 label="EntityTitles")
-    assert_that(outputs["redirects"],
+    assert_that(outputs["redirects"] | beam.FlatMap(lambda pack: pack),
                 equal_to([("Ore Stream", "Ore River"), ("Ore brook", "Ore River"),
                           ("Ore creek", "Ore River")]), label="Redirects")
     assert_that(outputs["mentions_heldout"], equal_to([]), label="NoHeldout")
@@ -557,7 +557,7 @@ def test_mention_records_of_a_bundle_leave_in_packs(monkeypatch):
 
 def test_entity_records_of_a_bundle_leave_in_one_pack():
   entities = [records.Entity(f"E{i}", "t", (), (), ("page",)) for i in range(5)]
-  out = _bundle_outputs(extract.EntityRecordsFn(), entities)
+  out = _bundle_outputs(extract.EntityRecordsFn(), [entities[:2], entities[2:]])  # two packs
   assert out == [(None, [(e.title, records.entity_record(e)) for e in entities])]
 
 

@@ -6,6 +6,7 @@ import itertools
 import json
 import os
 import pickle
+import zlib
 
 import apache_beam as beam
 from apache_beam.testing import test_pipeline
@@ -38,6 +39,9 @@ def _merge(sources, tmp_path):
   for name in ("entities", "mentions", "redirects"):
     with open(tmp_path / name, encoding="utf-8") as f:
       out[name] = [pickle.loads(bytes.fromhex(line.strip())) for line in f if line.strip()]
+  # Entities and redirects leave the merge in packs (lists).
+  out["entities"] = [e for pack in out["entities"] for e in pack]
+  out["redirects"] = [r for pack in out["redirects"] for r in pack]
   return out
 
 
@@ -123,7 +127,7 @@ def test_redirect_rounds_follow_chains_and_stop_at_loops(buckets, monkeypatch, t
   """ResolveRedirects (joins by bucket of keys) gives every redirect the final edge a walk
   along the chain gives: chains of 1 to 12 hops (longer than 2**REDIRECT_ROUNDS = 8 hops:
   None), loops, several redirects to one target; whatever the number of buckets."""
-  monkeypatch.setattr(kb_merge, "REDIRECT_BUCKETS", buckets)
+  monkeypatch.setattr(kb_merge, "JOIN_BUCKETS", buckets)
   edges = {}
   for chain in range(1, 13):  # k0 -> k1 -> ... -> k<chain> (an article)
     for hop in range(chain):
@@ -135,8 +139,8 @@ def test_redirect_rounds_follow_chains_and_stop_at_loops(buckets, monkeypatch, t
     edges[f"into{size}"] = (f"Into{size}", f"l{size}n0", f"L{size}N0")
   edges["other"] = ("Other", "c3h3", "C3H3")
   with test_pipeline.TestPipeline() as p:
-    _ = (p | beam.Create(sorted(edges.items())) | kb_merge.ResolveRedirects()
-         | beam.Map(lambda kv: pickle.dumps(kv).hex())
+    _ = (p | beam.Create([sorted(edges.items())]) | kb_merge.ResolveRedirects()
+         | beam.FlatMap(lambda pack: [pickle.dumps(kv).hex() for kv in pack])
          | beam.io.WriteToText(str(tmp_path / "finals"), shard_name_template=""))
   with open(tmp_path / "finals", encoding="utf-8") as f:
     got = sorted(pickle.loads(bytes.fromhex(line.strip())) for line in f if line.strip())
@@ -167,19 +171,70 @@ def test_disambiguation_like_title_only_entries_are_not_entities(tmp_path):
                                                                       "3:3"]
 
 
+@pytest.mark.parametrize("buckets", [1, 7, 1024])
+def test_merge_by_buckets_gives_the_same_kb_whatever_their_number(buckets, monkeypatch,
+                                                                   tmp_path):
+  """Every join of the merge is by bucket of keys: the KB is the same with 1, 7 or 1,024
+  buckets, a base key meets its qualified siblings for the WP:DAB rule (entity_bucket: by
+  the key without its qualifiers), and redirect edges, anchors and aliases reach keys in
+  other buckets."""
+  monkeypatch.setattr(kb_merge, "JOIN_BUCKETS", buckets)
+  out = _merge({
+      "articles": [("Zug", (2, "Zug is a town.", ())), ("Paris", (3, "Paris is a city.", ()))],
+      "redirects": [("Zoug", "Zug")],
+      "titles": ["Georgia", "Lincoln (band)", "Afp", "Persian language", "Farsi", "Mercury",
+                 "Paris (disambiguation)"],
+      "title_redirects": [("Farsi", "Persian language"), ("Parsi", "Farsi")],
+      "descriptions": [("Mercury (planet)", "The smallest planet.")],
+      "mentions": [("Georgia (country)", _mention("4:0", "Georgia")),
+                   ("Lincoln (band) (album)", _mention("4:1", "the album")),
+                   ("Agence France-Presse", _mention("4:2", "AFP")),
+                   ("Parsi", _mention("4:3", "Parsi")), ("Zoug", _mention("4:4", "Zoug"))],
+  }, tmp_path)
+  entities = _entities(out)
+  # Not entities: 'Georgia', 'Mercury': title-only bases with qualified siblings and no
+  # '(disambiguation)' page; 'Afp': anchor text of another entity; 'Paris (disambiguation)':
+  # a disambiguation page by its title. 'Lincoln (band)' is kept: the rule is for a base
+  # without qualifier.
+  assert sorted(entities) == ["Agence France-Presse", "Georgia (country)", "Lincoln (band)",
+                              "Lincoln (band) (album)", "Mercury (planet)", "Paris",
+                              "Persian language", "Zug"]
+  assert entities["Persian language"].aliases == ("Farsi", "Parsi")
+  assert entities["Zug"].aliases == ("Zoug",)
+  assert sorted((m[0], e.title) for pack, e in out["mentions"] for m in pack) == [
+      ("4:0", "Georgia (country)"), ("4:1", "Lincoln (band) (album)"),
+      ("4:2", "Agence France-Presse"), ("4:3", "Persian language"), ("4:4", "Zug")]
+  assert sorted(out["redirects"]) == [("Farsi", "Persian language"),
+                                      ("Parsi", "Persian language"), ("Zoug", "Zug")]
+
+
+def test_bucket_of_a_key_is_its_roots():
+  assert kb_merge.root_key("lincoln (band) (album)") == "lincoln"
+  assert kb_merge.root_key("georgia") == "georgia"
+  assert (kb_merge.entity_bucket("lincoln (band) (album)") == kb_merge.entity_bucket(
+      "lincoln (band)") == kb_merge.key_bucket("lincoln"))
+  assert kb_merge.key_bucket("lincoln") == zlib.crc32(b"lincoln") % kb_merge.JOIN_BUCKETS
+
+
+def test_unknown_merge_input_is_an_error():
+  with pytest.raises(ValueError, match="unknown input.*'title'"):
+    with test_pipeline.TestPipeline() as p:
+      _ = {"title": p | beam.Create(["Zug"])} | kb_merge.MergeKnowledgeBase()
+
+
 def test_an_entitys_mentions_leave_the_merge_in_bounded_packs(monkeypatch):
   monkeypatch.setattr(kb_merge, "MENTION_PACK_VALUES", 3)
   mentions = [_mention(f"5:{i}", "Zug") for i in range(7)]
   values = [(kb_merge.ARTICLE, "Zug", (5, "Zug is a town.", ())),
             (kb_merge.MENTION, "Zug", mentions[:4]), (kb_merge.MENTION, "Zug", mentions[4:])]
-  out = list(kb_merge.BuildEntityFn().process(("zug", values)))
+  out = list(kb_merge.build_entity("zug", values))
   assert out[0].title == "Zug"
   packs = [o.value for o in out[1:]]
   assert [len(pack) for pack, _ in packs] == [3, 3, 1]
   assert [m for pack, _ in packs for m in pack] == mentions  # all of them, in order
   assert all(entity is out[0] for _, entity in packs)
   monkeypatch.setattr(kb_merge, "MENTION_PACK_BYTES", 1)  # every mention over the bytes bound
-  packs = [o.value for o in list(kb_merge.BuildEntityFn().process(("zug", values)))[1:]]
+  packs = [o.value for o in list(kb_merge.build_entity("zug", values))[1:]]
   assert [len(pack) for pack, _ in packs] == [1] * 7
 
 
