@@ -165,7 +165,7 @@ def shard_of(key: str, num_shards: int) -> int:
   return int.from_bytes(hashlib.sha256(key.encode("utf-8")).digest()[:8], "big") % num_shards
 
 
-# Bounds of a pack of values sent as one Beam element (Packs, kb_merge.BuildEntityFn).
+# Bounds of a pack of values sent as one Beam element (Packs, kb_merge.build_entity).
 PACK_MAX_VALUES = 1024
 PACK_MAX_BYTES = 32 << 20
 

@@ -625,12 +625,13 @@ class MergeKnowledgeBase(beam.PTransform):
     key = titles.match_key
     title_only_rules = "titles" in inputs or "title_packs" in inputs
 
-    def route(name, pairs, packed=False, bucket_of=key_bucket, size_of=None):
-      """Input `name`'s (key, value) pairs in bucket packs (no step without the input)."""
+    def route(name, pairs, packed=False, size_of=None, step=None):
+      """Input `name`'s (key, value) pairs in packs by key_bucket (no step without the
+      input)."""
       if name not in inputs:
         return []
-      step = "Route" + "".join(part.capitalize() for part in name.split("_"))
-      return [inputs[name] | step >> beam.ParDo(RouteToBuckets(pairs, bucket_of, packed,
+      step = step or "Route" + "".join(part.capitalize() for part in name.split("_"))
+      return [inputs[name] | step >> beam.ParDo(RouteToBuckets(pairs, key_bucket, packed,
                                                                size_of))]
 
     def join(label, packs):
@@ -654,10 +655,8 @@ class MergeKnowledgeBase(beam.PTransform):
     edges = (join("JoinEdges",
                   route("redirects", dump_edge) + route("title_redirects", list_edge)
                   + route("title_redirect_packs", list_edge, packed=True)
-                  + [inputs[name] | f"Route{name.capitalize()}Keys" >> beam.ParDo(
-                      RouteToBuckets(page_key if name == "disambiguations"
-                                     else lambda kv: page_key(kv[0])))
-                     for name in ("articles", "disambiguations") if name in inputs])
+                  + route("articles", lambda kv: page_key(kv[0]), step="RouteArticleKeys")
+                  + route("disambiguations", page_key, step="RouteDisambiguationKeys"))
              | "EdgeOfKey" >> beam.ParDo(JoinBucketFn(edge_of_key)))
     finals = edges | "ResolveRedirects" >> ResolveRedirects()
 
