@@ -27,7 +27,6 @@ redirects.tsv, stats.json and, written last, MANIFEST.json.
 
 import collections
 import datetime
-import gc
 import hashlib
 import json
 import logging
@@ -316,8 +315,9 @@ class ParsePageFn(beam.DoFn):
     # garbage collector runs often, and each of its full collections traverses every object
     # alive in the worker: millions, from TensorFlow's and Beam's modules. That took a quarter
     # of the parse time (issue 17). The objects alive now are moved out of its reach
-    # (gc.freeze); reference counting still frees each of them when it is released.
-    gc.freeze()
+    # (gc.freeze) and it runs less often (beam_io.relax_garbage_collection); reference
+    # counting still frees each object when it is released.
+    beam_io.relax_garbage_collection()
 
   def start_bundle(self):
     self._mentions = beam_io.Packs(size_of=kb_merge.payload_size)
@@ -580,22 +580,18 @@ class AliasCountsFn(beam.CombineFn):
     return [(alias, entity, n) for (alias, entity), n in counts.items()]
 
 
-class EntityRecordsFn(beam.DoFn):
+class EntityRecordsFn(beam_io.PackingDoFn):
   """Packs of Entity -> packs of (title, serialized entity record) (records.entity_record), a
   bundle's records in beam_io.Packs' bounds: the shard writer takes one step per pack."""
 
-  def start_bundle(self):
-    self._packs = beam_io.Packs(size_of=beam_io.record_size)
+  def __init__(self):
+    super().__init__(size_of=beam_io.record_size, keyed=False)
 
   def process(self, entities):
     add = self._packs.add
     for entity in entities:
       for _, pack in add(None, (entity.title, records.entity_record(entity))):
         yield pack
-
-  def finish_bundle(self):
-    for _, pack in self._packs.take():
-      yield beam_io.in_global_window(pack)
 
 
 class ExtractWikipedia(beam.PTransform):

@@ -134,30 +134,22 @@ def entity_bucket(key: str) -> int:
   return key_bucket(root_key(key))
 
 
-class RouteToBuckets(beam.DoFn):
+class RouteToBuckets(beam_io.PackingDoFn):
   """Elements (or packs of them, with `packed`) -> (bucket, [(key, value), ...]) packs:
   `pairs(element)` gives an element's (key, value) pairs, each sent to `bucket_of(key)`,
   packed per bundle and bucket (beam_io.Packs; `size_of(pair)` bounds the bytes held)."""
 
   def __init__(self, pairs, bucket_of=key_bucket, packed: bool = False, size_of=None):
-    super().__init__()
+    super().__init__(size_of=size_of)
     self._pairs = pairs
     self._bucket_of = bucket_of
     self._packed = packed
-    self._size_of = size_of
-
-  def start_bundle(self):
-    self._packs = beam_io.Packs(size_of=self._size_of)
 
   def process(self, element):
     add, pairs, bucket_of = self._packs.add, self._pairs, self._bucket_of
     for item in element if self._packed else (element,):
       for key, value in pairs(item):
         yield from add(bucket_of(key), (key, value))
-
-  def finish_bundle(self):
-    for element in self._packs.take():
-      yield beam_io.in_global_window(element)
 
 
 def group_bucket(packs) -> Dict[str, list]:
@@ -173,20 +165,16 @@ def group_bucket(packs) -> Dict[str, list]:
   return groups
 
 
-class JoinBucketFn(beam.DoFn):
+class JoinBucketFn(beam_io.PackingDoFn):
   """(bucket, [pack of (key, value)]) -> `fn((key, [value, ...]))` for each key of the bucket,
   in key order. With `route`, fn's (key, value) outputs go on packed per bundle and bucket
   (`route(key)`, beam_io.Packs) to the next join; without, as packs (lists) of a bucket's
   outputs."""
 
   def __init__(self, fn, route=None, size_of=None):
-    super().__init__()
+    super().__init__(size_of=size_of)
     self._fn = fn
     self._route = route
-    self._size_of = size_of
-
-  def start_bundle(self):
-    self._packs = beam_io.Packs(size_of=self._size_of)
 
   def process(self, element):
     groups = group_bucket(element[1])
@@ -201,10 +189,6 @@ class JoinBucketFn(beam.DoFn):
     for key in sorted(groups):
       for out_key, value in fn((key, groups[key])):
         yield from add(route(out_key), (out_key, value))
-
-  def finish_bundle(self):
-    for element in self._packs.take():
-      yield beam_io.in_global_window(element)
 
 
 def _chunks(values: list):
@@ -259,7 +243,7 @@ def edge_of_key(element) -> Iterator[Tuple[str, Tuple[str, str, str]]]:
     yield edge
 
 
-class RouteEdgesFn(beam.DoFn):
+class RouteEdgesFn(beam_io.PackingDoFn):
   """Packs of edges -> (bucket, [(tag, item), ...]) packs for one round of pointer jumping:
   each edge goes to its target key's bucket as ('in', edge), and to its source key's bucket
   as ('next', (source key, target key, target title)) or, for the final round (`final`), as
@@ -270,9 +254,6 @@ class RouteEdgesFn(beam.DoFn):
     super().__init__()
     self._final = final
 
-  def start_bundle(self):
-    self._packs = beam_io.Packs()
-
   def process(self, edges):
     add, final = self._packs.add, self._final
     for edge in edges:
@@ -282,10 +263,6 @@ class RouteEdgesFn(beam.DoFn):
         yield from add(key_bucket(source_key), ("is_source", source_key))
       else:
         yield from add(key_bucket(source_key), ("next", (source_key, target_key, target)))
-
-  def finish_bundle(self):
-    for element in self._packs.take():
-      yield beam_io.in_global_window(element)
 
 
 def jump(element) -> Iterator[list]:
@@ -545,6 +522,9 @@ class BuildEntitiesFn(beam.DoFn):
     super().__init__()
     self._title_only_rules = title_only_rules
 
+  def setup(self):
+    beam_io.relax_garbage_collection()
+
   def process(self, element):
     groups = group_bucket(element[1])
     if self._title_only_rules:
@@ -698,29 +678,22 @@ class MergeKnowledgeBase(beam.PTransform):
             "redirects": built[ENTITY_REDIRECTS]}
 
 
-class ParseListLinesFn(beam.DoFn):
+class ParseListLinesFn(beam_io.PackingDoFn):
   """Lines of a title or redirect list -> packs (lists) of what `parse` makes of them
   (parse_list_line: bad lines logged and counted), a bundle's in packs of at most
   beam_io.PACK_MAX_VALUES: the KB merge takes them as 'title_packs' or
   'title_redirect_packs' (one Beam element per pack, not per title)."""
 
   def __init__(self, parse, counter: str, source: str):
-    super().__init__()
+    super().__init__(keyed=False)
     self._parse = parse
     self._counter = counter
     self._source = source
-
-  def start_bundle(self):
-    self._packs = beam_io.Packs()
 
   def process(self, line):
     for parsed in parse_list_line(line, self._parse, self._counter, self._source):
       for _, pack in self._packs.add(None, parsed):
         yield pack
-
-  def finish_bundle(self):
-    for _, pack in self._packs.take():
-      yield beam_io.in_global_window(pack)
 
 
 def parse_list_line(line: str, parse, counter: str, source: str):

@@ -90,6 +90,19 @@ def test_packs_hand_over_what_they_hold_once():
   assert packs.take() == []
 
 
+def test_packing_steps_relax_the_garbage_collector():
+  """The packing DoFns' setup sets the cyclic collector's thresholds (a process-wide setting;
+  restored here for the tests after this one)."""
+  import gc  # pylint: disable=g-import-not-at-top
+  before = gc.get_threshold()
+  try:
+    gc.set_threshold(700, 10, 10)
+    beam_io.PackByKey().setup()
+    assert gc.get_threshold() == beam_io.GC_THRESHOLDS == (100_000, 50, 1000)
+  finally:
+    gc.set_threshold(*before)
+
+
 def test_packed_rows_give_the_same_text_file(tmp_path):
   """WriteTextFile(packed=True) on lists of rows writes the file it writes from the rows one
   by one (sorted), and an empty input still writes an empty file."""
