@@ -106,10 +106,11 @@ def split_qualifier(key: str) -> Tuple[str, Optional[str]]:
 # bundle and bucket (beam_io.Packs), one GroupByKey moves the packs, and the consuming step
 # groups a bucket's values by key in a dictionary and runs its per-key function on each key,
 # in key order. Per-key joins cost a Beam element (an encode, a decode and calls) per value and
-# per key at every step: with the 5.9M titles of a Wikipedia-scale title list, 40% of the
-# extraction's time (issue 17). A bucket holds about 1/JOIN_BUCKETS of the merge's values
-# (all of them in memory at once in its step: about 30 MB for the 112M links of English
-# Wikipedia).
+# per key at every step: with the 5.9M titles of a Wikipedia-scale title list, Beam's element
+# decode and encode were 40% of the bundles' time (issue 17). A bucket holds about
+# 1/JOIN_BUCKETS of the merge's values, all in memory at once in its step (an estimate for the
+# 112M links of English Wikipedia at a few hundred bytes each: tens of MB a bucket), plus all
+# the values of its most popular key, as a join by key held them.
 
 # Buckets of the merge's joins (by a CRC-32 of the key: the same in every process).
 JOIN_BUCKETS = 1024
