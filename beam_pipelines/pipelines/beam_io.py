@@ -230,7 +230,9 @@ def relax_garbage_collection() -> None:
   Beam decodes every element into new objects (packs of tuples of strings) that live a little
   while and have no reference cycles, so reference counting frees them; with the default
   thresholds the collector promoted them and traversed the heap again and again: 54 s of a
-  425 s full-KB extraction, 19.5 s with these thresholds (issue 17)."""
+  425 s full-KB extraction, 19.5 s with these thresholds (issue 17). A page's parse likewise
+  makes and drops tens of thousands of small objects, and full collections traversed every
+  object of the modules loaded: a quarter of the parse time before gc.freeze."""
   gc.freeze()
   gc.set_threshold(*GC_THRESHOLDS)
 

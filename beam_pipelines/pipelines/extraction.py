@@ -271,7 +271,7 @@ def read_site_infos(paths: Sequence[str]) -> Dict[str, xml_dump.SiteInfo]:
   return infos
 
 
-class ParsePageFn(beam.DoFn):
+class ParsePageFn(beam_io.PackingDoFn):
   """Page -> tagged outputs: 'redirect' (title, target), 'article' (title, ArticleTuple),
   'disambiguation' (title), 'category' (category name, hidden) and 'mention' (raw target,
   [records.MentionPayload, ...]), the main output: a bundle's mentions packed by their target
@@ -306,25 +306,11 @@ class ParsePageFn(beam.DoFn):
 
   def __init__(self, max_page_chars: int = MAX_PAGE_CHARS,
                sites: Optional[Dict[str, xml_dump.SiteInfo]] = None):
-    super().__init__()
+    # The mentions' packs (PackingDoFn, whose setup also relaxes the garbage collector: a
+    # page's parse makes and drops tens of thousands of small objects).
+    super().__init__(size_of=kb_merge.payload_size)
     self._max_page_chars = max_page_chars
     self._sites = dict(sites or {})
-
-  def setup(self):
-    # A page's parse makes and drops tens of thousands of small objects, so Python's cyclic
-    # garbage collector runs often, and each of its full collections traverses every object
-    # alive in the worker: millions, from TensorFlow's and Beam's modules. That took a quarter
-    # of the parse time (issue 17). The objects alive now are moved out of its reach
-    # (gc.freeze) and it runs less often (beam_io.relax_garbage_collection); reference
-    # counting still frees each object when it is released.
-    beam_io.relax_garbage_collection()
-
-  def start_bundle(self):
-    self._mentions = beam_io.Packs(size_of=kb_merge.payload_size)
-
-  def finish_bundle(self):
-    for element in self._mentions.take():
-      yield beam_io.in_global_window(element)
 
   def process(self, page: AnyPage):
     html = isinstance(page, html_dump.HtmlPage)
@@ -393,7 +379,7 @@ class ParsePageFn(beam.DoFn):
         self.ARTICLE, (title, (page.page_id, parsed.first_paragraph, tuple(parsed.categories))))
     # Each mention's own record features are encoded here, once: the KB merge and the writes
     # pass them on as one bytes value (records.MentionPayload).
-    payload, add = records.mention_payload, self._mentions.add
+    payload, add = records.mention_payload, self._packs.add
     for target, mention in mentions:
       yield from add(target, payload(mention))
 
