@@ -195,3 +195,31 @@ def test_context_of_text_without_spaces_is_bounded_not_the_whole_line():
   # Ordinary text is unchanged by the bound: five whole tokens each side.
   g = mention_features("a b c d e f [x] g h i j k l", 12, 15)
   assert (g[schema.MENTION_LEFT], g[schema.MENTION_RIGHT]) == ("b c d e f", "g h i j k")
+
+
+def test_sentence_offsets_are_blingfires_with_reused_buffers(monkeypatch):
+  # The fast sentence split gives blingfire's own offsets, on ASCII and multi-byte lines, a NUL
+  # inside a line, and lines longer than the buffers kept per thread; and a line split after a
+  # longer one (whose sentences and offsets are still in the kept buffers), or after the kept
+  # buffers were filled with newlines and junk offsets, gives the same as a fresh process.
+  import ctypes  # pylint: disable=g-import-not-at-top
+  import blingfire  # pylint: disable=g-import-not-at-top
+  monkeypatch.setattr(mention_features_lib, "_KEPT_BUFFER_LINE_BYTES", 300)
+  monkeypatch.setattr(mention_features_lib, "_SENTENCE_BUFFERS",
+                      mention_features_lib._SentenceBuffers())  # pylint: disable=protected-access
+  offsets = mention_features_lib._blingfire_sentence_offsets  # pylint: disable=protected-access
+  long_line = " ".join(f"Sentence {i} ends here. Dr. Kestrel met Mr. Gull at 3 p.m." for i in
+                       range(40))
+  lines = [long_line, "Short. Two.", "Ümlaut Park lies east. Ça va? Oui! Fenmoor hills.",
+           long_line[:280], "a\x00b. c d. e", "Nur ein Satz", "  Leading space. Then more.  ",
+           "中文句子。第二句。", long_line[:150], "x"]
+  buffers = mention_features_lib._SENTENCE_BUFFERS  # pylint: disable=protected-access
+  for line in lines + lines[::-1]:
+    assert offsets(line) == blingfire.text_to_sentences_and_offsets(line)[1], line[:40]
+    if buffers.count > 0:  # leave junk behind for the next line
+      ctypes.memset(buffers.text, ord("\n"), buffers.count)
+      for array in (buffers.start, buffers.end):
+        for i in range(buffers.count):
+          array[i] = 7
+  assert buffers.count >= 2 * 280  # lines within the bound used the kept buffers
+  assert buffers.count < 2 * len(long_line.encode())  # the long one got its own
