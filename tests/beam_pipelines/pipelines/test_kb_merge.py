@@ -238,6 +238,51 @@ def test_an_entitys_mentions_leave_the_merge_in_bounded_packs(monkeypatch):
   assert [len(pack) for pack, _ in packs] == [1] * 7
 
 
+class _FakeCounter:
+
+  def __init__(self, calls, name):
+    self._calls, self._name = calls, name
+
+  def inc(self, n):
+    self._calls.append((self._name, n))
+
+
+def test_counts_of_a_bucket_reach_beam_once_per_name(monkeypatch):
+  # Inside summing_counts the merge's counts are summed and reach each Beam counter once, at
+  # the end of the outermost block (a block inside it, as a fused step's, adds to its sums).
+  calls = []
+  names = ("entities", "entities_source_title_list", "entities_title_from_title_list",
+           "entities_without_page", "entities_with_spellings_merged",
+           "redirects_to_missing_page")
+  monkeypatch.setattr(kb_merge, "_COUNTERS", {n: _FakeCounter(calls, n) for n in names})
+  listed = [(kb_merge.LISTED, "Zug", None), (kb_merge.ALIAS, "Zug (town)", None)]
+  with kb_merge.summing_counts():
+    for key in ("zug", "baar", "cham"):
+      entity = list(kb_merge.build_entity(key, listed))[0]
+      assert entity.aliases == ("Zug (town)",)
+    with kb_merge.summing_counts():
+      list(kb_merge.build_entity("alias only", [(kb_merge.ALIAS, "A", None)]))
+      list(kb_merge.build_entity("two", [(kb_merge.LISTED, "Two", None),
+                                         (kb_merge.LISTED, "two", None)]))
+    assert not calls
+  assert sorted(calls) == [("entities", 4), ("entities_source_title_list", 4),
+                           ("entities_title_from_title_list", 4),
+                           ("entities_with_spellings_merged", 1),
+                           ("entities_without_page", 4), ("redirects_to_missing_page", 1)]
+  calls.clear()
+  list(kb_merge.build_entity("zug", listed))  # outside a block: at once, one by one
+  assert sorted(calls) == [("entities", 1), ("entities_source_title_list", 1),
+                           ("entities_title_from_title_list", 1),
+                           ("entities_without_page", 1)]
+
+
+def test_disambiguation_qualifier_is_read_from_the_key():
+  values = [(kb_merge.LISTED, "Zug (disambiguation)", None)]
+  assert not list(kb_merge.build_entity("zug (disambiguation)", values))
+  assert list(kb_merge.build_entity("zug (town)", values))
+  assert list(kb_merge.build_entity("zug (disambiguation) x", values))
+
+
 def test_title_list_parsing_reports_bad_lines():
   from beam_pipelines.parsers import title_lists  # pylint: disable=g-import-not-at-top
   assert title_lists.parse_title_line("jurgen_klinsmann\n") == "Jurgen klinsmann"
