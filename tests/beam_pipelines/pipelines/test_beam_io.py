@@ -2,6 +2,7 @@
 
 from apache_beam.options.pipeline_options import DirectOptions
 from apache_beam.options.pipeline_options import StandardOptions
+from apache_beam.options.pipeline_options import TypeOptions
 import pytest
 import tensorflow as tf
 
@@ -25,6 +26,16 @@ def test_a_runner_given_is_kept():
                                               "--direct_num_workers=2"])
   assert options.view_as(DirectOptions).direct_running_mode == "multi_processing"
   assert options.view_as(StandardOptions).runner == beam_io.LOCAL_RUNNER
+
+
+def test_construction_type_checks_are_off_unless_asked():
+  # Beam's bytecode type inference of every step only cost construction time here (issue 17);
+  # --pipeline_type_check (ours: Beam has only the negative flag) turns it back on.
+  assert not beam_io.default_pipeline_options([]).view_as(TypeOptions).pipeline_type_check
+  options = beam_io.default_pipeline_options(["--pipeline_type_check"])
+  assert options.view_as(TypeOptions).pipeline_type_check
+  options = beam_io.default_pipeline_options(["--no_pipeline_type_check"])
+  assert not options.view_as(TypeOptions).pipeline_type_check
 
 
 # --- flags that are neither the entry point's nor Beam's (issue 14, item 2) ------------------
