@@ -184,7 +184,7 @@ _FIRST_TAG = re.compile(rb"<([A-Za-z_][-\w.:]*)")
 
 
 def check_dump_start(source: Union[str, os.PathLike, BinaryIO], source_name: Optional[str] = None,
-                     head_bytes: int = HEAD_BYTES) -> None:
+                     head_bytes: int = HEAD_BYTES) -> bytes:
   """Checks that a file is a MediaWiki XML export (plain or bz2) before a pipeline reads it.
 
   Reads at most `head_bytes` decompressed bytes: the first element must be <mediawiki> (any
@@ -195,6 +195,11 @@ def check_dump_start(source: Union[str, os.PathLike, BinaryIO], source_name: Opt
     source: a path or a binary file object at its start (e.g. FileSystems.open).
     source_name: file name for the messages (default: the path, or '<stream>').
     head_bytes: decompressed bytes read at most.
+
+  Returns:
+    The decompressed bytes read: up to the block holding the first <page>, the end of the file
+    or `head_bytes`; its <siteinfo> header, when it has one, is in them (parse_siteinfo gives
+    what read_siteinfo reads, without decompressing the head again).
 
   Raises:
     DumpError: naming the file and what it holds instead: nothing (0 bytes), gzip, JSON
@@ -230,6 +235,7 @@ def check_dump_start(source: Union[str, os.PathLike, BinaryIO], source_name: Opt
   if not _PAGE_START.search(text, match.end()) and len(head) < head_bytes:
     ending = f"its bz2 data is corrupt ({failure})" if failure else "the file ends"
     raise DumpError(f"{source_name}: holds no <page> before {ending}; {expected}")
+  return head
 
 
 @dataclasses.dataclass(frozen=True)

@@ -183,8 +183,14 @@ class ReadPagesFn(beam.DoFn):
   or range). A page, line, range or file tail that cannot be read is logged with file and
   offset, line or page id, counted ('pages_unreadable') and skipped; the other pages still
   come through. 'files_read' counts whole files and first ranges (start 0), 'files_read_html'
-  the HTML dumps among them, 'pages_read_html' their pages.
+  the HTML dumps among them, 'pages_read_html' their pages. A path in `xml_paths` (the dumps
+  whose <siteinfo> was read when the pipeline was built) is read as XML without looking at
+  its head again.
   """
+
+  def __init__(self, xml_paths: Iterable[str] = ()):
+    super().__init__()
+    self._xml_paths = frozenset(xml_paths)
 
   def process(self, item) -> Iterator[AnyPage]:
     if isinstance(item, str):
@@ -200,7 +206,7 @@ class ReadPagesFn(beam.DoFn):
       _count("pages_unreadable")
 
     input_format = html_dump.FORMAT_XML
-    if byte_range is None:
+    if byte_range is None and path not in self._xml_paths:
       with FileSystems.open(path, compression_type="uncompressed") as f:
         input_format = html_dump.sniff_format(f)
     with FileSystems.open(path, compression_type="uncompressed") as f:
@@ -250,19 +256,28 @@ def pick_page(key_pages: Tuple[Tuple[int, str], Iterable[AnyPage]],
   return max(pages, key=lambda p: _pick_key(p, sites))
 
 
-def read_site_infos(paths: Sequence[str]) -> Dict[str, xml_dump.SiteInfo]:
+def read_site_infos(paths: Sequence[str],
+                    known: Optional[Dict[str, Optional[xml_dump.SiteInfo]]] = None
+                    ) -> Dict[str, xml_dump.SiteInfo]:
   """The <siteinfo> header of each MediaWiki XML dump file (any file system), by path (HTML
   dumps are left out).
 
   Read once when the pipeline is built (the header is in the first bz2 stream of a multistream
   dump, which later reads of byte ranges never see) and passed to the DoFns, so that each
   page is read with the namespaces, redirect words, link trail and title case of its own wiki.
+  A path in `known` is not read again: its SiteInfo, or None for an HTML dump (check_inputs
+  gives them from its own read of each head).
 
   Raises:
     xml_dump.DumpError: a file whose header cannot be read, naming it.
   """
   infos = {}
+  known = known or {}
   for path in paths:
+    if path in known:
+      if known[path] is not None:
+        infos[path] = known[path]
+      continue
     with FileSystems.open(path, compression_type="uncompressed") as f:
       if html_dump.sniff_format(f) == html_dump.FORMAT_HTML:
         continue  # an HTML dump has no header: its pages are read with English rules
@@ -613,7 +628,7 @@ class ExtractWikipedia(beam.PTransform):
     pages = (paths
              # One element per file or per multistream range: workers read them in parallel.
              | "SpreadFiles" >> beam.Reshuffle()
-             | "ReadPages" >> beam.ParDo(ReadPagesFn())
+             | "ReadPages" >> beam.ParDo(ReadPagesFn(xml_paths=self._sites))
              # Grouping by title both removes pages repeated across inputs and reshuffles the
              # pages so that parsing parallelizes (it replaces a plain beam.Reshuffle).
              | "KeyByTitle" >> beam.Map(lambda p: (page_key(p), p))
@@ -682,7 +697,9 @@ def build_pipeline(pipeline: beam.Pipeline, input_patterns: Sequence[str], outpu
                    detect_multistream_index: bool = True,
                    range_bytes: int = DEFAULT_RANGE_BYTES,
                    title_lists: Sequence[str] = (),
-                   redirect_lists: Sequence[str] = ()) -> Dict[str, beam.PCollection]:
+                   redirect_lists: Sequence[str] = (),
+                   site_infos: Optional[Dict[str, Optional[xml_dump.SiteInfo]]] = None
+                   ) -> Dict[str, beam.PCollection]:
   """Adds the extraction to `pipeline`, writing its files into `output_dir` (no manifest).
 
   `run` passes a staging directory here and moves the files into place afterwards; tests pass
@@ -710,6 +727,9 @@ def build_pipeline(pipeline: beam.Pipeline, input_patterns: Sequence[str], outpu
       disambiguation-like (kb_merge).
     redirect_lists: file patterns of redirect lists ('redirect<TAB>target' lines): the
       redirect titles become aliases of their targets' entities.
+    site_infos: the SiteInfo of dump paths whose heads were read already (None for an HTML
+      dump: check_inputs' 'site_infos'); the other dumps' heads are read here
+      (read_site_infos).
 
   Returns:
     The ExtractWikipedia PCollections, plus 'written' (path, record count) of every shard.
@@ -723,7 +743,7 @@ def build_pipeline(pipeline: beam.Pipeline, input_patterns: Sequence[str], outpu
   if multistream_index:
     index_paths = multistream.pair_multistream_indexes(dump_paths,
                                                        _expand_patterns([multistream_index]))
-  sites = read_site_infos(dump_paths)
+  sites = read_site_infos(dump_paths, site_infos)
   for path, info in sorted(sites.items()):
     logging.info("%s: wiki %s, language %r, %d namespaces, case %s.", path,
                  info.dbname or "?", info.lang, len(info.namespaces), info.case)
@@ -843,17 +863,24 @@ def check_dump(path: str) -> str:
     xml_dump.DumpError: the file is neither (named, with what it holds instead and what
       both formats are); an HTML dump's first record does not parse (file and line named).
   """
+  return _check_dump(path)[0]
+
+
+def _check_dump(path: str) -> Tuple[str, Optional[xml_dump.SiteInfo]]:
+  """check_dump's format, and an XML export's SiteInfo parsed from the head the check read
+  (None for an HTML dump): read_site_infos then need not decompress that head again (each read
+  of a bz2 head decompresses its first block, about 900 KB; issue 17)."""
   with FileSystems.open(path, compression_type="uncompressed") as f:
     input_format = html_dump.sniff_format(f)
   with FileSystems.open(path, compression_type="uncompressed") as f:
     if input_format == html_dump.FORMAT_HTML:
       html_dump.check_dump_start(f, source_name=path)
-      return input_format
+      return input_format, None
     try:
-      xml_dump.check_dump_start(f, source_name=path)
+      head = xml_dump.check_dump_start(f, source_name=path)
     except xml_dump.DumpError as e:
       raise xml_dump.DumpError(f"{e}; or {html_dump.EXPECTED}") from e
-  return input_format
+  return input_format, xml_dump.parse_siteinfo(head, path)
 
 
 def check_inputs(input_patterns: Sequence[str], descriptions: Optional[str] = None,
@@ -871,7 +898,8 @@ def check_inputs(input_patterns: Sequence[str], descriptions: Optional[str] = No
 
   Returns:
     {'dumps': matched dump paths, 'list_files': matched title and redirect list paths}, each
-    sorted.
+    sorted, and 'site_infos': {dump path: its SiteInfo, None for an HTML dump}, parsed from the
+    heads the checks read (for build_pipeline).
 
   Raises:
     FileNotFoundError: a pattern matches no file (the message names the flag and pattern).
@@ -881,8 +909,7 @@ def check_inputs(input_patterns: Sequence[str], descriptions: Optional[str] = No
   if not 0.0 <= heldout_fraction <= 1.0:
     raise ValueError(f"heldout_fraction must be in [0, 1], got {heldout_fraction}")
   dumps = _expand_patterns(input_patterns, "--input dump")
-  for path in dumps:
-    check_dump(path)
+  site_infos = {path: _check_dump(path)[1] for path in dumps}
   if descriptions:
     for path in _expand_patterns([descriptions], "--descriptions"):
       check_line_file(path, "description (JSON object with a \"title\")",
@@ -898,7 +925,8 @@ def check_inputs(input_patterns: Sequence[str], descriptions: Optional[str] = No
   if multistream_index:
     multistream.pair_multistream_indexes(
         dumps, _expand_patterns([multistream_index], "--multistream_index"))
-  return {"dumps": dumps, "list_files": sorted(set(titles_files) | set(redirect_files))}
+  return {"dumps": dumps, "list_files": sorted(set(titles_files) | set(redirect_files)),
+          "site_infos": site_infos}
 
 
 def check_results(stats: Dict[str, int], input_files: Sequence[str],
@@ -1144,7 +1172,7 @@ def run(input_patterns: Sequence[str], output_dir: str,
                    max_page_chars=max_page_chars, multistream_index=multistream_index,
                    detect_multistream_index=detect_multistream_index,
                    range_bytes=range_bytes, title_lists=title_lists,
-                   redirect_lists=redirect_lists)
+                   redirect_lists=redirect_lists, site_infos=checked["site_infos"])
     result = pipeline.run()
     state = result.wait_until_finish()
     if state != beam.runners.runner.PipelineState.DONE:

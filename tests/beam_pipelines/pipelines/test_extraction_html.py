@@ -2,6 +2,7 @@
 records beside a MediaWiki XML dump, bad input (real runs into tmp_path)."""
 
 import bz2
+import glob
 import gzip
 import itertools
 import json
@@ -156,3 +157,22 @@ def test_a_file_of_neither_format_is_refused_naming_both(tmp_path):
     gz = tmp_path / "dump.xml.gz"
     gz.write_bytes(gzip.compress(b"<mediawiki><page></page></mediawiki>"))
     extract.check_inputs([str(gz)])
+
+
+def test_site_infos_from_the_checks_heads_are_the_headers_read_alone(monkeypatch):
+  # check_inputs parses each XML dump's <siteinfo> from the head its check decompressed
+  # (build_pipeline then reads no head again): the same SiteInfo as read_siteinfo's own read,
+  # on every real dump of eight wikis; an HTML dump has none.
+  from beam_pipelines.dumps import xml_dump  # pylint: disable=g-import-not-at-top
+  dumps = sorted(glob.glob(testutil.shared_data("otherwiki", "*.xml.bz2")) +
+                 glob.glob(testutil.shared_data("enwiki", "*.xml.bz2")))
+  assert len(dumps) >= 14
+  checked = extract.check_inputs(dumps + [REAL_FILE])["site_infos"]
+  assert checked[REAL_FILE] is None
+  for path in dumps:
+    assert checked[path] == xml_dump.read_siteinfo(path), path
+  assert {checked[p].lang for p in dumps} >= {"bn", "el", "hy", "ja", "mr", "uk", "vi", "en"}
+  # Given them, read_site_infos opens no file.
+  monkeypatch.setattr(extract.FileSystems, "open", lambda *a, **k: 1 / 0)
+  assert extract.read_site_infos(dumps + [REAL_FILE], checked) == {
+      p: checked[p] for p in dumps}
