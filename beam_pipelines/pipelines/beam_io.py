@@ -98,7 +98,7 @@ def default_pipeline_options(argv: Optional[Sequence[str]] = None,
   argv = list(argv or [])
   type_check = TYPE_CHECK_FLAG in argv
   argv = [a for a in argv if a != TYPE_CHECK_FLAG]
-  check_pipeline_args(argv, own_flags)
+  check_pipeline_args(argv, list(own_flags) + [TYPE_CHECK_FLAG[2:]])
   options = PipelineOptions(argv)
   direct = options.view_as(DirectOptions)
   args = " ".join(argv or [])
