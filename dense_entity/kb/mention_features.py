@@ -79,7 +79,7 @@ class _SentenceBuffers(threading.local):
   """The output buffers of blingfire's sentence call, made once per thread and reused.
 
   blingfire's Python wrapper makes three zeroed buffers for every line (the text, the start
-  and end offsets; 2 bytes and 2 int32 per input byte); making them took a third of the
+  and end offsets; 2 bytes and 2 int32 per input byte); making them took about 40% of the
   sentence split's time on short lines (issue 17). `get` returns buffers whose first
   `count + 1` bytes and `count` offsets are zero, as fresh ones of `count` would be, so the C
   call sees the same memory and `.value` stops where it would (the byte after `count` is zero).
