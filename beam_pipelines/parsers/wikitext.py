@@ -255,7 +255,7 @@ def _template_name(node, site: Optional[namespaces.Site] = None) -> str:
   """A template's name as MediaWiki matches it: '_' as space, single spaces, lower case,
   'Template:' (or the wiki's localized name of namespace 10, 'Шаблон:') dropped
   ('{{Template:Birth_date|..}}' -> 'birth date')."""
-  name = " ".join(str(node.name).replace("_", " ").split()).lower()
+  name = " ".join(_source(node.name).replace("_", " ").split()).lower()
   if site is not None:
     return site.template_name(name)
   return name[len("template:"):].strip() if name.startswith("template:") else name
@@ -440,6 +440,17 @@ def _clean_inline(s: str) -> str:
   return " ".join(s.split())
 
 
+def _source(code) -> str:
+  """str(code): the wikitext of a Wikicode, read directly when it is one Text node (a link's
+  title, a template's name), without mwparserfromhell's join over its nodes."""
+  if isinstance(code, str):
+    return code
+  nodes = code.nodes
+  if len(nodes) == 1 and type(nodes[0]) is mw_nodes.Text:  # pylint: disable=unidiomatic-typecheck
+    return nodes[0].value
+  return str(code)
+
+
 # Nodes that never hold a wikilink: a piece of only these is skipped without rendering.
 _PLAIN_NODES = (mw_nodes.Text, mw_nodes.HTMLEntity, mw_nodes.Comment)
 
@@ -543,6 +554,13 @@ class _Renderer:
     """Renders a sub-tree (link text, heading) as one clean line; its links are not mentions."""
     if code is None:
       return ""
+    nodes = code.nodes
+    if len(nodes) == 1 and type(nodes[0]) is mw_nodes.Text:  # pylint: disable=unidiomatic-typecheck
+      value = nodes[0].value
+      if "''" not in value and "__" not in value and "<" not in value:
+        # Most link texts and titles: what walk and _Emitter.text make of one Text node
+        # without markup, cleaned, without a renderer and emitter of its own (issue 17).
+        return _clean_inline(value.translate(_INVISIBLE))
     sub = _Renderer(self.page_title, self.site)
     sub.categories = self.categories  # a category inside link text still counts
     sub.pending = self.pending  # so do refs, tables, templates inside link text
@@ -825,7 +843,7 @@ class _Renderer:
 
   def wikilink(self, node, out: _Emitter, mentions: bool, trail: str) -> bool:
     """Renders one wikilink; returns True when `trail` was used."""
-    raw_title = str(node.title)
+    raw_title = _source(node.title)
     kind, rest, leading_colon = self.site.classify_title(raw_title)
     if kind == namespaces.CATEGORY and not leading_colon:
       name = self.site.normalize_target(rest, namespaces.CATEGORY_NAMESPACE)
