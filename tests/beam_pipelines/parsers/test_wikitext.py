@@ -457,3 +457,18 @@ class TestMagicWordsAndComputedTemplates:
         "__NOTOC__ A [[b]] {{Disambiguation|geo}} {{formatnum:1}} __DISAMBIG__", "A")
     assert article.switches == ("__NOTOC__", "__DISAMBIG__")
     assert article.templates == ("disambiguation", "formatnum")
+
+
+def test_one_text_node_link_text_renders_as_through_the_emitter():
+  # render_inline's shortcut for a link text or title that is one Text node gives what the
+  # renderer and emitter give for the same text split in two nodes (which they render).
+  renderer = wikitext._Renderer("Page", None)  # pylint: disable=protected-access
+  for text in ["Ore River", "  Ore \n\n River  ", "Ore\u200bRiver\u00ad", "\u00a0Ore\tRiver",
+               "", "   ", "Ore River (town)", "x\u2060y z"]:
+    one = mwparserfromhell.parse(text)
+    assert len(one.nodes) <= 1
+    half = len(text) // 2
+    two = mwparserfromhell.wikicode.Wikicode(
+        [mwparserfromhell.nodes.Text(text[:half]), mwparserfromhell.nodes.Text(text[half:])])
+    assert renderer.render_inline(one) == renderer.render_inline(two), repr(text)
+  assert wikitext._source(mwparserfromhell.parse("Ore_River#x")) == "Ore_River#x"  # pylint: disable=protected-access
