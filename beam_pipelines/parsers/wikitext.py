@@ -440,15 +440,22 @@ def _clean_inline(s: str) -> str:
   return " ".join(s.split())
 
 
-def _source(code) -> str:
-  """str(code): the wikitext of a Wikicode, read directly when it is one Text node (a link's
-  title, a template's name), without mwparserfromhell's join over its nodes."""
-  if isinstance(code, str):
-    return code
+def _one_text(code) -> Optional[str]:
+  """The value of a Wikicode (or _Nodes) that is one Text node (most link titles and texts,
+  template names), else None."""
   nodes = code.nodes
   if len(nodes) == 1 and type(nodes[0]) is mw_nodes.Text:  # pylint: disable=unidiomatic-typecheck
     return nodes[0].value
-  return str(code)
+  return None
+
+
+def _source(code) -> str:
+  """str(code): the wikitext of a Wikicode, read directly when it is one Text node (_one_text),
+  without mwparserfromhell's join over its nodes."""
+  if isinstance(code, str):
+    return code
+  value = _one_text(code)
+  return value if value is not None else str(code)
 
 
 # Nodes that never hold a wikilink: a piece of only these is skipped without rendering.
@@ -554,13 +561,11 @@ class _Renderer:
     """Renders a sub-tree (link text, heading) as one clean line; its links are not mentions."""
     if code is None:
       return ""
-    nodes = code.nodes
-    if len(nodes) == 1 and type(nodes[0]) is mw_nodes.Text:  # pylint: disable=unidiomatic-typecheck
-      value = nodes[0].value
-      if "''" not in value and "__" not in value and "<" not in value:
-        # Most link texts and titles: what walk and _Emitter.text make of one Text node
-        # without markup, cleaned, without a renderer and emitter of its own (issue 17).
-        return _clean_inline(value.translate(_INVISIBLE))
+    value = _one_text(code)
+    if value is not None and "''" not in value and "__" not in value and "<" not in value:
+      # Most link texts and titles: what walk and _Emitter.text make of one Text node without
+      # markup, cleaned, without a renderer and emitter of its own (issue 17).
+      return _clean_inline(value.translate(_INVISIBLE))
     sub = _Renderer(self.page_title, self.site)
     sub.categories = self.categories  # a category inside link text still counts
     sub.pending = self.pending  # so do refs, tables, templates inside link text

@@ -101,7 +101,7 @@ def default_pipeline_options(argv: Optional[Sequence[str]] = None,
   check_pipeline_args(argv, list(own_flags) + [TYPE_CHECK_FLAG[2:]])
   options = PipelineOptions(argv)
   direct = options.view_as(DirectOptions)
-  args = " ".join(argv or [])
+  args = " ".join(argv)
   if "direct_num_workers" not in args:
     direct.direct_num_workers = 1
   if "direct_running_mode" not in args:

@@ -853,23 +853,19 @@ def check_line_file(path: str, kind: str, parse) -> None:
   raise ValueError(f"{path}: holds {what}; expected {kind} lines")
 
 
-def check_dump(path: str) -> str:
+def check_dump(path: str) -> Tuple[str, Optional[xml_dump.SiteInfo]]:
   """Checks one --input file: an HTML dump or a MediaWiki XML export, told by its content.
 
   Returns:
-    html_dump.FORMAT_HTML or html_dump.FORMAT_XML.
+    (html_dump.FORMAT_HTML, None) or (html_dump.FORMAT_XML, its SiteInfo): the <siteinfo>
+    header parsed from the head the check read, so that read_site_infos need not decompress
+    that head again (each read of a bz2 head decompresses its first block, about 900 KB;
+    issue 17).
 
   Raises:
     xml_dump.DumpError: the file is neither (named, with what it holds instead and what
       both formats are); an HTML dump's first record does not parse (file and line named).
   """
-  return _check_dump(path)[0]
-
-
-def _check_dump(path: str) -> Tuple[str, Optional[xml_dump.SiteInfo]]:
-  """check_dump's format, and an XML export's SiteInfo parsed from the head the check read
-  (None for an HTML dump): read_site_infos then need not decompress that head again (each read
-  of a bz2 head decompresses its first block, about 900 KB; issue 17)."""
   with FileSystems.open(path, compression_type="uncompressed") as f:
     input_format = html_dump.sniff_format(f)
   with FileSystems.open(path, compression_type="uncompressed") as f:
@@ -909,7 +905,7 @@ def check_inputs(input_patterns: Sequence[str], descriptions: Optional[str] = No
   if not 0.0 <= heldout_fraction <= 1.0:
     raise ValueError(f"heldout_fraction must be in [0, 1], got {heldout_fraction}")
   dumps = _expand_patterns(input_patterns, "--input dump")
-  site_infos = {path: _check_dump(path)[1] for path in dumps}
+  site_infos = {path: check_dump(path)[1] for path in dumps}
   if descriptions:
     for path in _expand_patterns([descriptions], "--descriptions"):
       check_line_file(path, "description (JSON object with a \"title\")",
