@@ -39,7 +39,7 @@ import apache_beam as beam
 from apache_beam.io import fileio
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics.metric import Metrics
-from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions
 
 from beam_pipelines.dumps import html_dump
 from beam_pipelines.dumps import multistream
@@ -954,6 +954,35 @@ def check_results(stats: Dict[str, int], input_files: Sequence[str],
                        "; nothing was written")
 
 
+def check_flow(flow: Dict[str, int], stats: Dict[str, int],
+               pipeline_options: Optional[PipelineOptions] = None) -> None:
+  """Refuses a finished pipeline whose runner lost or duplicated values, before its outputs
+  are published: every shuffle of the KB merge and of the shard writers must hand on as many
+  values as went in, and every TFRecord output must hold the records the pipeline counted
+  (the MANIFEST's counts) (beam_io.flow_losses over the beam_io.FLOW_NAMESPACE counters).
+
+  Raises:
+    RuntimeError: naming each shuffle and output that does not add up, and the runner.
+  """
+  expected = {schema.ENTITIES_PREFIX: stats.get("entities", 0),
+              schema.TRAIN_MENTIONS_PREFIX: stats.get("mentions_train", 0),
+              schema.HELDOUT_MENTIONS_PREFIX: stats.get("mentions_heldout", 0)}
+  losses = beam_io.flow_losses(flow, expected)
+  if not losses:
+    return
+  runner = "the default runner"
+  if pipeline_options is not None:
+    direct = pipeline_options.view_as(DirectOptions)
+    runner = (f"runner {pipeline_options.view_as(StandardOptions).runner or 'default'}, "
+              f"--direct_running_mode={direct.direct_running_mode} "
+              f"--direct_num_workers={direct.direct_num_workers}")
+  raise RuntimeError(
+      f"the pipeline finished but its values do not add up ({runner}): "
+      + "; ".join(losses) + ". Nothing was published. Beam's local runner lost values this "
+      "way with --direct_running_mode=multi_processing at the full KB (issue 17); rerun with "
+      "the default in-memory runner (one worker)")
+
+
 def _is_output_file(name: str) -> bool:
   if name in (schema.ALIAS_COUNTS_FILE, schema.REDIRECTS_FILE, schema.STATS_FILE,
               schema.MANIFEST_FILE):
@@ -1175,6 +1204,7 @@ def run(input_patterns: Sequence[str], output_dir: str,
       raise RuntimeError(f"extraction pipeline ended in state {state}")
     stats = beam_io.counters(result, COUNTER_NAMESPACE)
     check_results(stats, input_files, descriptions, title_lists, redirect_lists)
+    check_flow(beam_io.counters(result, beam_io.FLOW_NAMESPACE), stats, pipeline_options)
     _write_json(FileSystems.join(staging, schema.STATS_FILE), stats)
     staged = [p for p in _list_dir(staging) if os.path.basename(p) != STAGING_OWNER_FILE]
     # Publishing: the old manifest goes first, so that from here on a killed run leaves none.

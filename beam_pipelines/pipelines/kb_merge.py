@@ -355,11 +355,11 @@ class ResolveRedirects(beam.PTransform):
     for r in range(REDIRECT_ROUNDS):
       edge_packs = (edge_packs
                     | f"Route{r}" >> beam.ParDo(RouteEdgesFn(final=False))
-                    | f"Join{r}" >> beam.GroupByKey()
+                    | f"Join{r}" >> beam_io.CountedGroupByKey(f"RedirectRound{r}")
                     | f"Jump{r}" >> beam.FlatMap(jump))
     return (edge_packs
             | "RouteFinal" >> beam.ParDo(RouteEdgesFn(final=True))
-            | "JoinFinal" >> beam.GroupByKey()
+            | "JoinFinal" >> beam_io.CountedGroupByKey("RedirectFinal")
             | "Finish" >> beam.FlatMap(finish_edges))
 
 
@@ -671,7 +671,7 @@ class MergeKnowledgeBase(beam.PTransform):
         packs = [pipeline | f"No{label}Inputs" >> beam.Create([])]
       return (packs
               | f"{label}Inputs" >> beam.Flatten()
-              | label >> beam.GroupByKey())
+              | label >> beam_io.CountedGroupByKey(label))
 
     # 1. Redirect edges, by source key with the keys of dump pages; then to their final keys.
     def dump_edge(st):

@@ -18,6 +18,7 @@ import pytest
 import tensorflow as tf
 
 from beam_pipelines.parsers import records
+from beam_pipelines.pipelines import beam_io
 from beam_pipelines.pipelines import extraction as extract
 from dense_entity.kb import schema
 from tests.beam_pipelines.dumps import multistream_testutil
@@ -282,6 +283,8 @@ FAILED_RUNS = [
     ("heldout_fraction_above_1", "heldout_fraction must be in"),
     ("no_entity_after_the_pipeline", "redirects-only.xml holds no entity .*pages_read 2"),
     ("pipeline_fails", "disk full"),
+    ("runner_lost_values", "values do not add up .*shuffle JoinValuesRedirects: (\\d+) "
+                           "values in, (?!\\1)\\d+ out"),
 ]
 
 
@@ -328,7 +331,19 @@ def test_failed_run_leaves_the_finished_extraction_as_it_was(finished, inputs, t
     def broken(*args, **kwargs):
       raise RuntimeError("disk full")
     monkeypatch.setattr(records, "entity_record", broken)
-  error = RuntimeError if case == "pipeline_fails" else (FileNotFoundError, ValueError)
+  elif case == "runner_lost_values":
+    # A runner that drops a value in a shuffle and says nothing (issue 17: Beam's local
+    # multi_processing runner at the full KB): the counts of the run show it.
+    counters = beam_io.counters
+
+    def lossy(result, namespace):
+      counts = counters(result, namespace)
+      if namespace == beam_io.FLOW_NAMESPACE:
+        counts["JoinValuesRedirects/out"] -= 1
+      return counts
+    monkeypatch.setattr(beam_io, "counters", lossy)
+  error = (RuntimeError if case in ("pipeline_fails", "runner_lost_values")
+           else (FileNotFoundError, ValueError))
   with pytest.raises(error) as raised:
     extract.run(output_dir=out, **kwargs)
   assert re.search(message, str(raised.value)), str(raised.value)
@@ -481,6 +496,61 @@ def test_composite_with_test_pipeline(inputs, tmp_path):
                 equal_to([("Ore Stream", "Ore River"), ("Ore brook", "Ore River"),
                           ("Ore creek", "Ore River")]), label="Redirects")
     assert_that(outputs["mentions_heldout"], equal_to([]), label="NoHeldout")
+
+
+def test_every_shuffle_and_output_is_counted_and_adds_up(inputs, tmp_path, monkeypatch):
+  # The counts that check_flow compares (issue 17): every shuffle of the KB merge (its three
+  # joins, the redirect rounds) and of the shard writers counts the values in and out, and
+  # every TFRecord output the records written; on a run that loses nothing they add up to
+  # what the pipeline counted (the MANIFEST's counts), and stats.json holds none of them.
+  seen = {}
+  check = extract.check_flow
+
+  def recording(flow, stats, options=None):
+    seen.update(flow=dict(flow), stats=dict(stats))
+    return check(flow, stats, options)
+  monkeypatch.setattr(extract, "check_flow", recording)
+  titles = tmp_path / "titles.txt"
+  titles.write_text("Ore_River\nGull_Sea\nGull_Sea_(band)\nLake_Fen\n", encoding="utf-8")
+  redirects = tmp_path / "redirects.tsv"
+  redirects.write_text("Gull_Bay\tGull_Sea\n", encoding="utf-8")
+  out = str(tmp_path / "out")
+  stats = extract.run([inputs["dump"]], out, heldout_fraction=inputs["fraction"],
+                      descriptions=inputs["descriptions"], title_lists=[str(titles)],
+                      redirect_lists=[str(redirects)])
+  flow, manifest = seen["flow"], json.load(open(os.path.join(out, schema.MANIFEST_FILE)))
+  shuffles = sorted(name[:-len("/in")] for name in flow if name.endswith("/in"))
+  assert shuffles == sorted(
+      ["JoinEdges", "JoinValuesRedirects", "JoinByEntityKey", "RedirectFinal"]
+      + [f"RedirectRound{r}" for r in range(extract.kb_merge.REDIRECT_ROUNDS)]
+      + [f"{prefix}/shards" for prefix in (schema.ENTITIES_PREFIX, schema.TRAIN_MENTIONS_PREFIX,
+                                           schema.HELDOUT_MENTIONS_PREFIX)])
+  for name in shuffles:
+    assert flow[f"{name}/in"] == flow[f"{name}/out"], name
+  # The Gull Bay edge, the listed titles and the page's links all pass the merge's joins.
+  assert flow["JoinEdges/in"] > 0 and flow["JoinValuesRedirects/in"] > 0
+  for prefix in (schema.ENTITIES_PREFIX, schema.TRAIN_MENTIONS_PREFIX,
+                 schema.HELDOUT_MENTIONS_PREFIX):
+    assert flow[f"{prefix}/written"] == manifest["counts"][prefix] == len(
+        _read_records(out, prefix)), prefix
+  assert manifest["counts"][schema.ENTITIES_PREFIX] > 0
+  assert manifest["counts"][schema.TRAIN_MENTIONS_PREFIX] > 0
+  assert not any("/" in name for name in stats)
+
+
+def test_flow_losses_name_each_shuffle_and_output_that_does_not_add_up():
+  flow = {"JoinEdges/in": 10, "JoinEdges/out": 10, "JoinByEntityKey/in": 7,
+          "JoinByEntityKey/out": 5, "entities/shards/in": 3, "entities/shards/out": 4,
+          "entities/written": 4, "mentions_train/written": 9}
+  assert beam_io.flow_losses(flow, {"entities": 4, "mentions_train": 9}) == [
+      "shuffle JoinByEntityKey: 7 values in, 5 out",
+      "shuffle entities/shards: 3 values in, 4 out"]
+  assert beam_io.flow_losses(flow, {"entities": 3, "mentions_heldout": 1}) == [
+      "shuffle JoinByEntityKey: 7 values in, 5 out",
+      "shuffle entities/shards: 3 values in, 4 out",
+      "entities files: 4 records written, 3 counted",
+      "mentions_heldout files: 0 records written, 1 counted"]
+  assert beam_io.flow_losses({"A/in": 2, "A/out": 2}, {}) == []
 
 
 def test_same_bytes_in_memory_and_multi_processing(inputs, tmp_path):
