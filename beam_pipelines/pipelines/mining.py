@@ -388,6 +388,10 @@ def run(export_dir: str, index_dir: str, extract_dir: str, output_dir: str, roun
                    index_kind, k, link_sources=link_sources)
     result = pipeline.run()
     result.wait_until_finish()
+    losses = beam_io.flow_losses(beam_io.counters(result, beam_io.FLOW_NAMESPACE))
+    if losses:  # the shard writer's shuffle lost or duplicated records (extraction.check_flow)
+      raise RuntimeError(f"the mining pipeline finished but its values do not add up: "
+                         f"{'; '.join(losses)}; nothing was published")
     stats = {c.key.metric.name: int(c.committed if c.committed is not None else c.attempted)
              for c in result.metrics().query(MetricsFilter().with_namespace(_NAMESPACE))[
                  "counters"]}

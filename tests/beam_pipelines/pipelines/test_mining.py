@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from beam_pipelines.pipelines import beam_io
 from beam_pipelines.pipelines import extraction
 from beam_pipelines.pipelines import mining
 from dense_entity.modeling import config
@@ -130,6 +131,33 @@ def test_mining_rounds_append_and_deduplicate(tiny_workspace):
   pairs2 = _pairs(str(root / "neg" / "round_2"))
   assert sorted(pairs2) == sorted(pairs1)
   assert stats2["pairs_already_mined"] == len(pairs1)
+
+
+def test_a_round_whose_shard_writer_lost_records_publishes_nothing(tiny_workspace,
+                                                                   monkeypatch):
+  # The shard writer counts the records into and out of its shuffle (beam_io.FLOW_NAMESPACE;
+  # issue 17: Beam's local multi_processing runner lost records there): a round whose counts
+  # differ is an error naming the shuffle, and its output directory is not made.
+  root = tiny_workspace
+  counters = beam_io.counters
+  seen = {}
+
+  def lossy(result, namespace):
+    counts = counters(result, namespace)
+    if namespace == beam_io.FLOW_NAMESPACE:
+      seen.update(counts)
+      counts[f"{schema.NEGATIVES_PREFIX}/shards/out"] -= 1
+    return counts
+  monkeypatch.setattr(beam_io, "counters", lossy)
+  out = root / "neg_lossy" / "round_1"
+  with pytest.raises(RuntimeError, match=f"shuffle {schema.NEGATIVES_PREFIX}/shards: "
+                                         r"(\d+) values in, (?!\1)\d+ out"):
+    mining.run(str(root / "export"), str(root / "index"), str(root / "extract"), str(out), 1)
+  assert not out.exists()
+  assert not [p for p in os.listdir(out.parent) if p.startswith(".staging")]
+  # A run that loses nothing: the records into the shuffle are those written.
+  assert seen[f"{schema.NEGATIVES_PREFIX}/shards/in"] == seen[
+      f"{schema.NEGATIVES_PREFIX}/written"] > 0
 
 
 def test_workers_share_one_loaded_index(tiny_workspace):
