@@ -177,16 +177,26 @@ def entity_bucket(key: str) -> int:
 class RouteToBuckets(beam_io.PackingDoFn):
   """Elements (or packs of them, with `packed`) -> (bucket, [(key, value), ...]) packs:
   `pairs(element)` gives an element's (key, value) pairs, each sent to `bucket_of(key)`,
-  packed per bundle and bucket (beam_io.Packs; `size_of(pair)` bounds the bytes held)."""
+  packed per bundle and bucket (beam_io.Packs; `size_of(pair)` bounds the bytes held).
+  With `reads` ('INPUT@STEP'), the items read are counted (beam_io.count_reads), so that a
+  finished run can check that every step reading INPUT read all of it (beam_io.flow_losses)."""
 
-  def __init__(self, pairs, bucket_of=key_bucket, packed: bool = False, size_of=None):
+  def __init__(self, pairs, bucket_of=key_bucket, packed: bool = False, size_of=None,
+               reads: Optional[str] = None):
     super().__init__(size_of=size_of)
     self._pairs = pairs
     self._bucket_of = bucket_of
     self._packed = packed
+    self._reads = reads
+
+  def setup(self):
+    super().setup()
+    self._read = beam_io.read_counter(self._reads) if self._reads else None
 
   def process(self, element):
     add, pairs, bucket_of = self._packs.add, self._pairs, self._bucket_of
+    if self._read is not None:
+      self._read.inc(len(element) if self._packed else 1)
     for item in element if self._packed else (element,):
       for key, value in pairs(item):
         yield from add(bucket_of(key), (key, value))
@@ -663,7 +673,7 @@ class MergeKnowledgeBase(beam.PTransform):
         return []
       step = step or "Route" + "".join(part.capitalize() for part in name.split("_"))
       return [inputs[name] | step >> beam.ParDo(RouteToBuckets(pairs, key_bucket, packed,
-                                                               size_of))]
+                                                               size_of, f"{name}@{step}"))]
 
     def join(label, packs):
       """Bucket packs -> (bucket, [pack, ...]): one join's shuffle."""
@@ -712,7 +722,8 @@ class MergeKnowledgeBase(beam.PTransform):
               + route("title_packs", title_pairs(LISTED), packed=True)
               + route("disambiguations", title_pairs(DISAMBIGUATION))
               + [finals | "RouteFinalEdges" >> beam.ParDo(RouteToBuckets(
-                  lambda kv: [(kv[0], (REDIRECT_EDGE, kv[1], None))], packed=True))])
+                  lambda kv: [(kv[0], (REDIRECT_EDGE, kv[1], None))], packed=True,
+                  reads="final_edges@RouteFinalEdges"))])
     resolved = (join("JoinValuesRedirects", values)
                 | "ResolveValues" >> beam.ParDo(JoinBucketFn(
                     functools.partial(resolve_value, anchors=title_only_rules),
@@ -721,7 +732,7 @@ class MergeKnowledgeBase(beam.PTransform):
     # 3. Per key, one entity, with its aliases (the redirects that end at it).
     aliases = finals | "RouteAliases" >> beam.ParDo(RouteToBuckets(
         lambda kv: [(kv[1][1], (ALIAS, kv[1][0], None))] if kv[1][1] is not None else [],
-        entity_bucket, packed=True))
+        entity_bucket, packed=True, reads="final_edges@RouteAliases"))
     built = (join("JoinByEntityKey", [resolved, aliases])
              | "BuildEntities" >> beam.ParDo(BuildEntitiesFn(title_only_rules)).with_outputs(
                  ENTITY_MENTIONS, ENTITY_REDIRECTS, main="entity"))

@@ -529,6 +529,15 @@ def test_every_shuffle_and_output_is_counted_and_adds_up(inputs, tmp_path, monke
     assert flow[f"{name}/in"] == flow[f"{name}/out"], name
   # The Gull Bay edge, the listed titles and the page's links all pass the merge's joins.
   assert flow["JoinEdges/in"] > 0 and flow["JoinValuesRedirects/in"] > 0
+  # The merge's inputs that two steps read: each step read all of it.
+  reads = {name[:-len("/read")] for name in flow if name.endswith("/read")}
+  assert {"articles@RouteArticleKeys", "articles@RouteArticles",
+          "final_edges@RouteFinalEdges", "final_edges@RouteAliases"} <= reads
+  assert (flow["articles@RouteArticleKeys/read"] == flow["articles@RouteArticles/read"]
+          == stats["articles"] == 3)
+  # Ore Stream, Ore creek, Ore brook, Loop A and B and Gull Bay: 6 final edges.
+  assert (flow["final_edges@RouteFinalEdges/read"] == flow["final_edges@RouteAliases/read"]
+          == 6)
   for prefix in (schema.ENTITIES_PREFIX, schema.TRAIN_MENTIONS_PREFIX,
                  schema.HELDOUT_MENTIONS_PREFIX):
     assert flow[f"{prefix}/written"] == manifest["counts"][prefix] == len(
@@ -551,6 +560,10 @@ def test_flow_losses_name_each_shuffle_and_output_that_does_not_add_up():
       "entities files: 4 records written, 3 counted",
       "mentions_heldout files: 0 records written, 1 counted"]
   assert beam_io.flow_losses({"A/in": 2, "A/out": 2}, {}) == []
+  # A PCollection that two steps read: both must have read all of it.
+  reads = {"edges@RouteA/read": 6, "edges@RouteB/read": 4, "pages@RouteC/read": 3}
+  assert beam_io.flow_losses(reads) == ["edges read by RouteA: 6, RouteB: 4"]
+  assert beam_io.flow_losses({**reads, "edges@RouteB/read": 6}) == []
 
 
 def test_same_bytes_in_memory_and_multi_processing(inputs, tmp_path):
