@@ -132,10 +132,10 @@ class CountedGroupByKey(beam.PTransform):
   Why: with --direct_running_mode=multi_processing and 2 workers, Beam's local runner
   (FnApiRunner, Beam 2.x) finished 4 of 5 extractions of the full title and redirect lists
   without an error but with values lost: entity records on their way to the shard writer
-  (4.08M and 4.26M of 4.46M written) and, in two runs, 147k redirect edges on their way to
-  the join with the listed titles (issue 17). Where the loss happened, the values counted into
-  each shuffle all came out of it: the loss was upstream, where one step's output feeds two
-  stages. These counts, with the records written (WriteShardedTFRecords), let a run refuse to
+  (4.08M and 4.26M of 4.46M written) and, in two runs, the redirect edges of 144k and 147k
+  listed titles, which became entities instead of aliases (issue 17). Where the counts below
+  were taken, the values counted into each shuffle all came out of it: the loss was upstream,
+  where one step's output feeds two stages (read_counter counts each reader). These counts, with the records written (WriteShardedTFRecords), let a run refuse to
   publish what does not add up (extraction.check_flow).
   """
 
@@ -168,7 +168,8 @@ def read_counter(reads: str):
   return beam.metrics.Metrics.counter(FLOW_NAMESPACE, f"{reads}/read")
 
 
-def flow_losses(flow: Dict[str, int], expected_written: Dict[str, int] = None) -> List[str]:
+def flow_losses(flow: Dict[str, int],
+                expected_written: Optional[Dict[str, int]] = None) -> List[str]:
   """What a finished run's FLOW_NAMESPACE counters say went missing: one line per shuffle
   whose values out differ from its values in, per PCollection whose reading steps
   (read_counter) read different numbers of items, and per output whose records written

@@ -979,8 +979,8 @@ def check_flow(flow: Dict[str, int], stats: Dict[str, int],
   raise RuntimeError(
       f"the pipeline finished but its values do not add up ({runner}): "
       + "; ".join(losses) + ". Nothing was published. Beam's local runner lost values this "
-      "way with --direct_running_mode=multi_processing at the full KB (issue 17); rerun with "
-      "the default in-memory runner (one worker)")
+      "way with --direct_running_mode=multi_processing on the full title and redirect lists "
+      "(issue 17); locally, rerun with its default in-memory mode (one worker)")
 
 
 def _is_output_file(name: str) -> bool:
@@ -1189,7 +1189,7 @@ def run(input_patterns: Sequence[str], output_dir: str,
         "Beam's local runner with --direct_running_mode=multi_processing lost values in this "
         "pipeline on large inputs (issue 17: 4 of 5 extractions with the full title and "
         "redirect lists); this run checks its counts at the end (check_flow) and publishes "
-        "nothing when they do not add up. The default in-memory runner has not lost any.")
+        "nothing when they do not add up. No in-memory run has lost any.")
   if not FileSystems.exists(output_dir):
     FileSystems.mkdirs(output_dir)
   remove_stale_staging(output_dir)

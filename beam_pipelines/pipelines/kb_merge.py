@@ -178,7 +178,7 @@ class RouteToBuckets(beam_io.PackingDoFn):
   """Elements (or packs of them, with `packed`) -> (bucket, [(key, value), ...]) packs:
   `pairs(element)` gives an element's (key, value) pairs, each sent to `bucket_of(key)`,
   packed per bundle and bucket (beam_io.Packs; `size_of(pair)` bounds the bytes held).
-  With `reads` ('INPUT@STEP'), the items read are counted (beam_io.count_reads), so that a
+  With `reads` ('INPUT@STEP'), the items read are counted (beam_io.read_counter), so that a
   finished run can check that every step reading INPUT read all of it (beam_io.flow_losses)."""
 
   def __init__(self, pairs, bucket_of=key_bucket, packed: bool = False, size_of=None,
