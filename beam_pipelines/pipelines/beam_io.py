@@ -128,6 +128,7 @@ class CountedGroupByKey(beam.PTransform):
   holds none), counting the values that go in ('LABEL/in') and those in the groups that come
   out ('LABEL/out', FLOW_NAMESPACE counters), so that a finished run can check that the
   shuffle lost and duplicated nothing (flow_losses). Groups come out as (key, [pack, ...]).
+  With packed=False the elements are plain (key, value) pairs, each value counting one.
 
   Why: with --direct_running_mode=multi_processing and 2 workers, Beam's local runner
   (FnApiRunner, Beam 2.x) finished 4 of 5 extractions of the full title and redirect lists
@@ -139,22 +140,24 @@ class CountedGroupByKey(beam.PTransform):
   publish what does not add up (extraction.check_flow).
   """
 
-  def __init__(self, label: str):
+  def __init__(self, label: str, packed: bool = True):
     super().__init__()
     self._label = label
+    self._packed = packed  # False: each value counts one (plain (key, value) elements)
 
   def expand(self, pcoll):
     sent = beam.metrics.Metrics.counter(FLOW_NAMESPACE, f"{self._label}/in")
     grouped = beam.metrics.Metrics.counter(FLOW_NAMESPACE, f"{self._label}/out")
+    size = _pack_size if self._packed else (lambda value: 1)
 
     def count_in(element):
-      sent.inc(_pack_size(element[1]))
+      sent.inc(size(element[1]))
       return element
 
     def count_out(element):
-      packs = list(element[1])
-      grouped.inc(sum(_pack_size(pack) for pack in packs))
-      return element[0], packs
+      values = list(element[1])
+      grouped.inc(sum(size(value) for value in values))
+      return element[0], values
 
     return (pcoll
             | "CountIn" >> beam.Map(count_in)

@@ -632,7 +632,7 @@ class ExtractWikipedia(beam.PTransform):
              # Grouping by title both removes pages repeated across inputs and reshuffles the
              # pages so that parsing parallelizes (it replaces a plain beam.Reshuffle).
              | "KeyByTitle" >> beam.Map(lambda p: (page_key(p), p))
-             | "DedupeAndReshufflePages" >> beam.GroupByKey()
+             | "DedupeAndReshufflePages" >> beam_io.CountedGroupByKey("Pages", packed=False)
              | "PickPage" >> beam.Map(pick_page, sites=self._sites))
     parsed = pages | "ParsePages" >> beam.ParDo(
         ParsePageFn(self._max_page_chars, self._sites)).with_outputs(

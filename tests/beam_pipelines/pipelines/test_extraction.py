@@ -521,14 +521,16 @@ def test_every_shuffle_and_output_is_counted_and_adds_up(inputs, tmp_path, monke
   flow, manifest = seen["flow"], json.load(open(os.path.join(out, schema.MANIFEST_FILE)))
   shuffles = sorted(name[:-len("/in")] for name in flow if name.endswith("/in"))
   assert shuffles == sorted(
-      ["JoinEdges", "JoinValuesRedirects", "JoinByEntityKey", "RedirectFinal"]
+      ["Pages", "JoinEdges", "JoinValuesRedirects", "JoinByEntityKey", "RedirectFinal"]
       + [f"RedirectRound{r}" for r in range(extract.kb_merge.REDIRECT_ROUNDS)]
       + [f"{prefix}/shards" for prefix in (schema.ENTITIES_PREFIX, schema.TRAIN_MENTIONS_PREFIX,
                                            schema.HELDOUT_MENTIONS_PREFIX)])
   for name in shuffles:
     assert flow[f"{name}/in"] == flow[f"{name}/out"], name
-  # The Gull Bay edge, the listed titles and the page's links all pass the merge's joins.
+  # The Gull Bay edge, the listed titles and the page's links all pass the merge's joins;
+  # every page of the dump its dedupe.
   assert flow["JoinEdges/in"] > 0 and flow["JoinValuesRedirects/in"] > 0
+  assert flow["Pages/in"] == stats["pages_read"] == DUMP.count("<page>")
   # The merge's inputs that two steps read: each step read all of it.
   reads = {name[:-len("/read")] for name in flow if name.endswith("/read")}
   assert {"articles@RouteArticleKeys", "articles@RouteArticles",
