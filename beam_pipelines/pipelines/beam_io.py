@@ -172,20 +172,27 @@ def read_counter(reads: str):
 
 
 def flow_losses(flow: Dict[str, int],
-                expected_written: Optional[Dict[str, int]] = None) -> List[str]:
+                expected_written: Optional[Dict[str, int]] = None,
+                expected_reads: Optional[Dict[str, int]] = None) -> List[str]:
   """What a finished run's FLOW_NAMESPACE counters say went missing: one line per shuffle
   whose values out differ from its values in, per PCollection whose reading steps
-  (read_counter) read different numbers of items, and per output whose records written
-  differ from `expected_written` ({output prefix: records the pipeline counted}). Empty:
-  nothing was lost."""
+  (read_counter) read different numbers of items or, where `expected_reads` gives what its
+  producer counted ({INPUT: items}; 0: none expected), other than that number, and per
+  output whose records written differ from `expected_written` ({output prefix: records the
+  pipeline counted}). Empty: nothing was lost."""
   problems = []
   reads = {}
   for name, n in flow.items():
     if name.endswith("/read") and "@" in name:
       source, step = name[:-len("/read")].split("@", 1)
       reads.setdefault(source, {})[step] = n
+  for source, expected in sorted((expected_reads or {}).items()):
+    by_step = reads.get(source, {})
+    if expected and (not by_step or set(by_step.values()) != {expected}):
+      problems.append(f"{source}: {expected} made, read by " + (", ".join(
+          f"{step}: {n}" for step, n in sorted(by_step.items())) or "no step"))
   for source, by_step in sorted(reads.items()):
-    if len(set(by_step.values())) > 1:
+    if source not in (expected_reads or {}) and len(set(by_step.values())) > 1:
       problems.append(f"{source} read by " + ", ".join(
           f"{step}: {n}" for step, n in sorted(by_step.items())))
   labels = sorted({name.rsplit("/", 1)[0] for name in flow

@@ -957,9 +957,11 @@ def check_results(stats: Dict[str, int], input_files: Sequence[str],
 def check_flow(flow: Dict[str, int], stats: Dict[str, int],
                pipeline_options: Optional[PipelineOptions] = None) -> None:
   """Refuses a finished pipeline whose runner lost or duplicated values, before its outputs
-  are published: every shuffle of the KB merge and of the shard writers must hand on as many
-  values as went in, and every TFRecord output must hold the records the pipeline counted
-  (the MANIFEST's counts) (beam_io.flow_losses over the beam_io.FLOW_NAMESPACE counters).
+  are published: every shuffle of the KB merge, the page dedupe and the shard writers must
+  hand on as many values as went in, every step of the merge that reads one of its inputs
+  must read all that the input's producer counted (pages, redirects, listed titles), and
+  every TFRecord output must hold the records the pipeline counted (the MANIFEST's counts)
+  (beam_io.flow_losses over the beam_io.FLOW_NAMESPACE counters).
 
   Raises:
     RuntimeError: naming each shuffle and output that does not add up, and the runner.
@@ -967,7 +969,14 @@ def check_flow(flow: Dict[str, int], stats: Dict[str, int],
   expected = {schema.ENTITIES_PREFIX: stats.get("entities", 0),
               schema.TRAIN_MENTIONS_PREFIX: stats.get("mentions_train", 0),
               schema.HELDOUT_MENTIONS_PREFIX: stats.get("mentions_heldout", 0)}
-  losses = beam_io.flow_losses(flow, expected)
+  # What the KB merge's routing steps must have read of each input (kb_merge
+  # MergeKnowledgeBase's route(): 'INPUT@STEP' counters): what its producer counted.
+  made = {"articles": stats.get("articles", 0),
+          "disambiguations": stats.get("pages_disambiguation", 0),
+          "redirects": stats.get("redirects", 0),
+          "title_packs": stats.get("titles_listed_read", 0),
+          "title_redirect_packs": stats.get("title_list_redirects_read", 0)}
+  losses = beam_io.flow_losses(flow, expected, made)
   if not losses:
     return
   runner = "the default runner"

@@ -537,6 +537,11 @@ def test_every_shuffle_and_output_is_counted_and_adds_up(inputs, tmp_path, monke
           "final_edges@RouteFinalEdges", "final_edges@RouteAliases"} <= reads
   assert (flow["articles@RouteArticleKeys/read"] == flow["articles@RouteArticles/read"]
           == stats["articles"] == 3)
+  # Each input read whole: what its producer counted.
+  assert flow["title_packs@RouteTitlePacks/read"] == stats["titles_listed_read"] == 4
+  assert flow["title_redirect_packs@RouteTitleRedirectPacks/read"] == stats[
+      "title_list_redirects_read"] == 1
+  assert flow["redirects@RouteRedirects/read"] == stats["redirects"] == 5
   # Ore Stream, Ore creek, Ore brook, Loop A and B and Gull Bay: 6 final edges.
   assert (flow["final_edges@RouteFinalEdges/read"] == flow["final_edges@RouteAliases/read"]
           == 6)
@@ -566,6 +571,12 @@ def test_flow_losses_name_each_shuffle_and_output_that_does_not_add_up():
   reads = {"edges@RouteA/read": 6, "edges@RouteB/read": 4, "pages@RouteC/read": 3}
   assert beam_io.flow_losses(reads) == ["edges read by RouteA: 6, RouteB: 4"]
   assert beam_io.flow_losses({**reads, "edges@RouteB/read": 6}) == []
+  # What each input's producer counted: every reader must have read that many.
+  assert beam_io.flow_losses(reads, {}, {"pages": 3, "edges": 6, "titles": 0}) == [
+      "edges: 6 made, read by RouteA: 6, RouteB: 4"]
+  assert beam_io.flow_losses(reads, {}, {"pages": 5, "lists": 2}) == [
+      "lists: 2 made, read by no step", "pages: 5 made, read by RouteC: 3",
+      "edges read by RouteA: 6, RouteB: 4"]
 
 
 def test_same_bytes_in_memory_and_multi_processing(inputs, tmp_path):
