@@ -131,10 +131,10 @@ class CountedGroupByKey(beam.PTransform):
   With packed=False the elements are plain (key, value) pairs, each value counting one.
 
   Why: with --direct_running_mode=multi_processing and 2 workers, Beam's local runner
-  (FnApiRunner, Beam 2.x) finished 4 of 5 extractions of the full title and redirect lists
-  without an error but with values lost: entity records on their way to the shard writer
-  (4.08M and 4.26M of 4.46M written) and, in two runs, the redirect edges of 144k and 147k
-  listed titles, which became entities instead of aliases (issue 17). Where the counts below
+  (FnApiRunner, Beam 2.x) finished 6 of 7 extractions of the full title and redirect lists
+  with values lost and no error: 4-9% of the entity records on their way to the shard writer
+  each time, and in three runs also values in the KB merge (the redirect edges of 144k and
+  147k listed titles, which became entities instead of aliases) (issue 17). Where the counts below
   were taken, the values counted into each shuffle all came out of it: the loss was upstream,
   where one step's output feeds two stages (read_counter counts each reader). These counts, with the records written (WriteShardedTFRecords), let a run refuse to
   publish what does not add up (extraction.check_flow).

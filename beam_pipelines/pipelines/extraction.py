@@ -1196,7 +1196,7 @@ def run(input_patterns: Sequence[str], output_dir: str,
   if direct.direct_running_mode == "multi_processing" and direct.direct_num_workers != 1:
     logging.warning(
         "Beam's local runner with --direct_running_mode=multi_processing lost values in this "
-        "pipeline on large inputs (issue 17: 4 of 5 extractions with the full title and "
+        "pipeline on large inputs (issue 17: 6 of 7 extractions with the full title and "
         "redirect lists); this run checks its counts at the end (check_flow) and publishes "
         "nothing when they do not add up. No in-memory run has lost any.")
   if not FileSystems.exists(output_dir):
