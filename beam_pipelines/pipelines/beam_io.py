@@ -134,10 +134,12 @@ class CountedGroupByKey(beam.PTransform):
   (FnApiRunner, Beam 2.x) finished 6 of 7 extractions of the full title and redirect lists
   with values lost and no error: 4-9% of the entity records on their way to the shard writer
   each time, and in three runs also values in the KB merge (the redirect edges of 144k and
-  147k listed titles, which became entities instead of aliases) (issue 17). Where the counts below
-  were taken, the values counted into each shuffle all came out of it: the loss was upstream,
-  where one step's output feeds two stages (read_counter counts each reader). These counts, with the records written (WriteShardedTFRecords), let a run refuse to
-  publish what does not add up (extraction.check_flow).
+  147k listed titles, which became entities instead of aliases) (issue 17). Every shuffle
+  counted handed on what went in: the entity records went missing between the step that
+  made them, which two stages read, and the shard writer's shuffle. These counts, with what
+  each reader of a shared input read (read_counter) and the records written
+  (WriteShardedTFRecords), let a run refuse to publish what does not add up
+  (extraction.check_flow).
   """
 
   def __init__(self, label: str, packed: bool = True):
@@ -181,20 +183,22 @@ def flow_losses(flow: Dict[str, int],
   output whose records written differ from `expected_written` ({output prefix: records the
   pipeline counted}). Empty: nothing was lost."""
   problems = []
+  expected_reads = expected_reads or {}
   reads = {}
   for name, n in flow.items():
     if name.endswith("/read") and "@" in name:
       source, step = name[:-len("/read")].split("@", 1)
       reads.setdefault(source, {})[step] = n
-  for source, expected in sorted((expected_reads or {}).items()):
-    by_step = reads.get(source, {})
-    if expected and (not by_step or set(by_step.values()) != {expected}):
-      problems.append(f"{source}: {expected} made, read by " + (", ".join(
-          f"{step}: {n}" for step, n in sorted(by_step.items())) or "no step"))
+
+  def readers(source):
+    return ", ".join(f"{step}: {n}" for step, n in sorted(reads.get(source, {}).items()))
+
+  for source, expected in sorted(expected_reads.items()):
+    if expected and set(reads.get(source, {}).values()) != {expected}:
+      problems.append(f"{source}: {expected} made, read by {readers(source) or 'no step'}")
   for source, by_step in sorted(reads.items()):
-    if source not in (expected_reads or {}) and len(set(by_step.values())) > 1:
-      problems.append(f"{source} read by " + ", ".join(
-          f"{step}: {n}" for step, n in sorted(by_step.items())))
+    if source not in expected_reads and len(set(by_step.values())) > 1:
+      problems.append(f"{source} read by {readers(source)}")
   labels = sorted({name.rsplit("/", 1)[0] for name in flow
                    if name.endswith("/in") or name.endswith("/out")})
   for label in labels:

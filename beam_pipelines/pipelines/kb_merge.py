@@ -187,11 +187,7 @@ class RouteToBuckets(beam_io.PackingDoFn):
     self._pairs = pairs
     self._bucket_of = bucket_of
     self._packed = packed
-    self._reads = reads
-
-  def setup(self):
-    super().setup()
-    self._read = beam_io.read_counter(self._reads) if self._reads else None
+    self._read = beam_io.read_counter(reads) if reads else None
 
   def process(self, element):
     add, pairs, bucket_of = self._packs.add, self._pairs, self._bucket_of

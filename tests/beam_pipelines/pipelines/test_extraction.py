@@ -500,9 +500,10 @@ def test_composite_with_test_pipeline(inputs, tmp_path):
 
 def test_every_shuffle_and_output_is_counted_and_adds_up(inputs, tmp_path, monkeypatch):
   # The counts that check_flow compares (issue 17): every shuffle of the KB merge (its three
-  # joins, the redirect rounds) and of the shard writers counts the values in and out, and
-  # every TFRecord output the records written; on a run that loses nothing they add up to
-  # what the pipeline counted (the MANIFEST's counts), and stats.json holds none of them.
+  # joins, the redirect rounds), the page dedupe and the shard writers counts the values in
+  # and out, each routing step of the merge what it read of its input, and every TFRecord
+  # output the records written; on a run that loses nothing they add up to what the pipeline
+  # counted (the MANIFEST's counts), and stats.json holds none of them.
   seen = {}
   check = extract.check_flow
 
