@@ -10,7 +10,8 @@ Usage (Beam's local FnApiRunner by default; any runner by standard Beam pipeline
   python -m beam_pipelines.extract_wikipedia --input=GLOB[,GLOB...] --output_dir=DIR \
       [--descriptions=JSONL] [--titles=GLOB,...] [--redirects_tsv=GLOB,...] \
       [--heldout_fraction=0.001] [--num_shards=N] \
-      [--multistream_index=GLOB] [--multistream_range_mb=32] [beam flags...]
+      [--multistream_index=GLOB] [--multistream_range_mb=32] [--parse_processes=N] \
+      [beam flags...]
 
 --input takes MediaWiki XML exports and HTML dumps (NDJSON: one JSON object a line with
 `name`, `identifier`, `version.identifier`, `url`, `article_body.html`, as Wikimedia Enterprise
@@ -21,6 +22,11 @@ Multistream dumps (*-pages-articles-multistream.xml.bz2) with their index (--mul
 or *-multistream-index.txt.bz2 found beside the dump) are split at bz2 stream offsets into byte
 ranges that many workers read in parallel; other files are read whole by one worker each. The
 outputs are the same either way.
+
+On the local runner in memory (the default) pages are parsed in as many worker processes as
+this process may use cores (--parse_processes to choose; results come back in page order, so
+the outputs are the same with any number); on other runners 1, as their workers already run
+one process per core.
 
 Any language's Wikipedia: each dump's <siteinfo> header is read once before the pipeline runs,
 and its pages are read with that wiki's localized namespace names (categories, files,
@@ -72,7 +78,8 @@ def main(argv: Sequence[str]) -> None:
                            detect_multistream_index=flag_values.detect_multistream_index,
                            range_bytes=int(flag_values.multistream_range_mb * (1 << 20)),
                            title_lists=flag_values.titles,
-                           redirect_lists=flag_values.redirects_tsv)
+                           redirect_lists=flag_values.redirects_tsv,
+                           parse_processes=flag_values.parse_processes)
   except (FileNotFoundError, ValueError) as e:
     print(f"error: {e}", file=sys.stderr)
     sys.exit(2)
@@ -119,6 +126,10 @@ def _define_flags() -> None:
                      "(> 0).")
   flags.register_validator("multistream_range_mb", lambda mb: int(mb * (1 << 20)) >= 1,
                            message="--multistream_range_mb must be > 0 (at least one byte)")
+  flags.DEFINE_integer("parse_processes", None, "Worker processes that parse pages, at least "
+                       "1 (default: the cores this process may use on the local runner in "
+                       "memory, else 1). The outputs are the same with any number.",
+                       lower_bound=1)
   flags.mark_flags_as_required(["input", "output_dir"])
 
 

@@ -26,10 +26,12 @@ redirects.tsv, stats.json and, written last, MANIFEST.json.
 """
 
 import collections
+import concurrent.futures
 import datetime
 import hashlib
 import json
 import logging
+import multiprocessing
 import os
 import socket
 import uuid
@@ -45,13 +47,11 @@ from beam_pipelines.dumps import html_dump
 from beam_pipelines.dumps import multistream
 from beam_pipelines.dumps import xml_dump
 from beam_pipelines.parsers import descriptions as descriptions_lib
-from beam_pipelines.parsers import html_article
-from beam_pipelines.parsers import mentions as mentions_lib
 from beam_pipelines.parsers import namespaces
 from beam_pipelines.parsers import page_kinds
+from beam_pipelines.parsers import pages as pages_lib
 from beam_pipelines.parsers import records
 from beam_pipelines.parsers import title_lists as title_lists_lib
-from beam_pipelines.parsers import wikitext
 from beam_pipelines.pipelines import beam_io
 from beam_pipelines.pipelines import kb_merge
 from dense_entity.kb import schema
@@ -66,8 +66,6 @@ MAX_PAGE_CHARS = 20_000_000
 DEFAULT_RANGE_BYTES = 32 << 20
 
 _STAGING_PREFIX = ".staging-"
-# MediaWiki's category namespace number (<ns>14</ns>) in every language.
-CATEGORY_NAMESPACE = 14
 # Inside each staging directory: who writes it (host, pid, process start, boot), so that a
 # later run can tell a dead run's staging from a live one's (remove_stale_staging).
 STAGING_OWNER_FILE = ".owner.json"
@@ -292,154 +290,116 @@ class ParsePageFn(beam_io.PackingDoFn):
   [records.MentionPayload, ...]), the main output: a bundle's mentions packed by their target
   (beam_io.Packs' bounds), one Beam element per pack, not per link.
 
-  Namespace-0 pages (from the <ns> tag) are articles, redirects or disambiguation pages. Each
-  XML page is read with the title rules of its wiki (namespaces.site_for of the SiteInfo of
-  its file in `sites`; English rules for a file not there, and for HTML dumps): localized
-  namespaces, redirect words, link trail, title case. A redirect whose target lies in another
-  namespace ('#REDIRECT [[Категорія:X]]') is counted 'redirects_to_other_namespace' and passed
-  on with its prefix in English form (namespaces.Site.english_form: 'Category:X'), so that the
-  KB merge, which knows no wiki, drops it and the mentions of its title as other-namespace
-  links.
-  An article is rendered by parsers.wikitext.parse_article, an HTML dump's page
-  (html_dump.HtmlPage: never a redirect page; the redirects its record lists come out as
-  (redirect, page title), counted 'redirects_from_html_records') by
-  parsers.html_article.parse_html_article, to the same ParsedArticle; its mentions and their
-  features come from parsers.mentions.article_mentions (dense_entity.kb.mention_features over the
-  article's plain text, sentence spans computed once). A disambiguation page
-  (parsers.page_kinds.disambiguation_reason: '__DISAMBIG__', a disambiguation template or
-  category, a '(disambiguation)' title) gives no article and no mention: its title goes to
-  the KB merge as a non-entity, its links are counted ('links_dropped_disambiguation_page').
-  Category pages (namespace 14) give (name, True) when they hide their category
-  (page_kinds.hidden_category_page) and (name, False) when a visible category has a
-  maintenance-like name, for DropHiddenCategories. Here: the counters, and the routing.
+  What each page gives is parsers.pages.PageParser's (articles, redirects, disambiguation
+  pages, category pages, skipped pages: see there); here its counts become Beam counters, a
+  skipped page is logged ('Skipped page: file F, page id N (title): reason') and the outputs
+  are routed.
+
+  With `processes` > 1 the pages are parsed in that many worker processes (a
+  concurrent.futures pool, made in setup and shut down in teardown):
+  pages go out in batches of about BATCH_CHARS characters (BATCH_PAGES pages at most), at
+  most 2 batches per process in flight (memory bounded by them, not by the bundle), and the
+  results come back and are emitted in page order, so that the outputs are byte-identical to
+  an inline parse (processes=1). This is how one local in-memory run uses several cores (Beam's
+  multi_processing mode loses values on large inputs, issue 17); on a distributed runner,
+  whose workers already run one process per core, leave it at 1. A worker process that dies
+  fails the step (concurrent.futures' BrokenProcessPool), never silently drops pages.
+
+  Args:
+    max_page_chars: longer pages are reported and skipped.
+    sites: xml_dump.SiteInfo by dump path.
+    processes: worker processes for the parse (1: in this process).
+    start_method: how they start (multiprocessing): 'spawn' (a fresh interpreter, which
+      imports this module and, as multiprocessing does, the main module by name; safe beside
+      any thread) or 'fork' (a copy of this process, no imports: ~0.5 s less per process
+      here; only where no other thread can hold a lock the parse needs, as in Beam's
+      in-memory runner, whose only other thread is its data plane's periodic flusher).
   """
 
-  REDIRECT = "redirect"
-  ARTICLE = "article"
-  DISAMBIGUATION = "disambiguation"
-  CATEGORY = "category"
+  REDIRECT = pages_lib.REDIRECT
+  ARTICLE = pages_lib.ARTICLE
+  DISAMBIGUATION = pages_lib.DISAMBIGUATION
+  CATEGORY = pages_lib.CATEGORY
+  # A batch sent to a worker process: this many characters of wikitext or HTML, or pages.
+  BATCH_CHARS = 1 << 20
+  BATCH_PAGES = 64
 
   def __init__(self, max_page_chars: int = MAX_PAGE_CHARS,
-               sites: Optional[Dict[str, xml_dump.SiteInfo]] = None):
+               sites: Optional[Dict[str, xml_dump.SiteInfo]] = None, processes: int = 1,
+               start_method: str = "spawn"):
     # The mentions' packs (PackingDoFn, whose setup also relaxes the garbage collector: a
     # page's parse makes and drops tens of thousands of small objects).
     super().__init__(size_of=kb_merge.payload_size)
+    if processes < 1:
+      raise ValueError(f"processes must be at least 1, got {processes}")
     self._max_page_chars = max_page_chars
     self._sites = dict(sites or {})
+    self._processes = processes
+    self._start_method = start_method
+    self._pool = None
+
+  def setup(self):
+    super().setup()
+    self._parser = pages_lib.PageParser(self._sites, self._max_page_chars)
+    if self._processes > 1 and self._pool is None:
+      self._pool = concurrent.futures.ProcessPoolExecutor(
+          self._processes, mp_context=multiprocessing.get_context(self._start_method),
+          initializer=pages_lib.init_worker,
+          initargs=(self._sites, self._max_page_chars, beam_io.GC_THRESHOLDS))
+
+  def teardown(self):
+    if self._pool is not None:
+      self._pool.shutdown(wait=True, cancel_futures=True)
+      self._pool = None
+
+  def start_bundle(self):
+    super().start_bundle()
+    self._batch, self._batch_chars = [], 0
+    self._in_flight = collections.deque()
 
   def process(self, page: AnyPage):
-    html = isinstance(page, html_dump.HtmlPage)
-    site = namespaces.site_for(None if html else self._sites.get(page.source))
-    if page.ns != 0:
-      _count("pages_other_namespace")
-      if page.ns == CATEGORY_NAMESPACE and not html:
-        yield from self._category(page, site)
+    if self._pool is None:
+      yield from self._emit(self._parser.parse(page))
       return
-    title = site.normalize_page_title(page.title)
-    if not title:
-      _count("pages_empty_title")
-      return
-    if html:
-      yield from self._html_redirects(page, title)
-      target = None
-    else:
-      try:
-        target = site.redirect_target(page)
-      except Exception as e:  # pylint: disable=broad-except
-        self._report(page, e)
-        return
-    if target is not None:
-      if target and not site.is_main_namespace_title(target):
-        # Kept as a redirect (mentions of its title are then dropped as links to another
-        # namespace, not kept as links to a missing article), its prefix in English form.
-        _count("redirects_to_other_namespace")
-        target = site.english_form(target)
-      if target and target != title:
-        _count("redirects")
-        yield beam.pvalue.TaggedOutput(self.REDIRECT, (title, target))
-      else:
-        _count("redirects_invalid")
-      return
-    size = len(page.html if html else page.text)
-    if size > self._max_page_chars:
-      self._report(page, f"page of {size} characters exceeds {self._max_page_chars}")
-      return
-    try:
-      if html:
-        parsed = html_article.parse_html_article(page.html, page.title, page.url,
-                                                 page.categories, page.templates)
-      else:
-        parsed = wikitext.parse_article(page.text, page.title, site)
-      disambiguation = page_kinds.disambiguation_reason(parsed, title)
-      mentions = [] if disambiguation else mentions_lib.article_mentions(
-          parsed, page.page_id, title)
-    except Exception as e:  # pylint: disable=broad-except
-      self._report(page, e)
-      return
-    if disambiguation:
-      _count("pages_disambiguation")
-      _count(f"pages_disambiguation_by_{disambiguation}")
-      _count("links_dropped_disambiguation_page", len(parsed.links))
-      yield beam.pvalue.TaggedOutput(self.DISAMBIGUATION, title)
-      return
-    _count("articles")
-    for reason, n in sorted(parsed.dropped.items()):
-      _count(f"links_dropped_{reason}", n)
-    _count("links_kept", len(mentions))
-    by_source = collections.Counter(link.source for link in parsed.links)
-    for source, n in sorted(by_source.items()):
-      _count(f"links_kept_{source}", n)  # where the mentions were written (prose, table, ...)
-    _count("links_kept_prose_in_list_items", parsed.list_item_links)
-    yield beam.pvalue.TaggedOutput(
-        self.ARTICLE, (title, (page.page_id, parsed.first_paragraph, tuple(parsed.categories))))
-    # Each mention's own record features are encoded here, once: the KB merge and the writes
-    # pass them on as one bytes value (records.MentionPayload).
-    payload, add = records.mention_payload, self._packs.add
-    for target, mention in mentions:
-      yield from add(target, payload(mention))
+    self._batch.append(page)
+    self._batch_chars += pages_lib.page_size(page)
+    if len(self._batch) >= self.BATCH_PAGES or self._batch_chars >= self.BATCH_CHARS:
+      self._submit()
+    # Results in page order: the oldest batch when done, or when too many are in flight.
+    while self._in_flight and (len(self._in_flight) > 2 * self._processes
+                               or self._in_flight[0].done()):
+      for result in self._in_flight.popleft().result():
+        yield from self._emit(result)
 
-  def _category(self, page: xml_dump.Page, site: namespaces.Site):
-    """(category name, hidden) of a category page that hides its category or whose name
-    looks like a maintenance category's (page_kinds.is_maintenance_category)."""
-    kind, rest, _ = site.classify_title(page.title)
-    if kind != namespaces.CATEGORY:  # a prefix that is not a category namespace name
-      rest = page.title.split(":", 1)[-1]
-    name = site.normalize_target(rest, namespaces.CATEGORY_NAMESPACE)
-    if not name:
-      return
-    try:
-      hidden = page_kinds.hidden_category_page(page.text)
-    except Exception as e:  # pylint: disable=broad-except
-      self._report(page, e)
-      return
-    if hidden:
-      _count("category_pages_hidden")
-      yield beam.pvalue.TaggedOutput(self.CATEGORY, (name, True))
-    elif page_kinds.is_maintenance_category(name):
-      _count("category_pages_maintenance_named_visible")
-      yield beam.pvalue.TaggedOutput(self.CATEGORY, (name, False))
+  def finish_bundle(self):
+    if self._pool is not None:
+      self._submit()
+      while self._in_flight:
+        for result in self._in_flight.popleft().result():
+          for output in self._emit(result):
+            if isinstance(output, beam.pvalue.TaggedOutput):
+              yield beam.pvalue.TaggedOutput(output.tag, beam_io.in_global_window(output.value))
+            else:
+              yield beam_io.in_global_window(output)
+    yield from super().finish_bundle()
 
-  def _html_redirects(self, page: html_dump.HtmlPage, title: str):
-    """The redirects an HTML dump record lists for its page (Enterprise `redirects`): each
-    (redirect title, page title), counted 'redirects' ('redirects_invalid' for an empty or
-    invalid title, or one that is the page's own)."""
-    for raw in page.redirects:
-      redirect = namespaces.normalize_target(raw)
-      if redirect and redirect != title and namespaces.is_main_namespace_title(redirect):
-        _count("redirects")
-        _count("redirects_from_html_records")
-        yield beam.pvalue.TaggedOutput(self.REDIRECT, (redirect, title))
-      else:
-        _count("redirects_invalid")
+  def _submit(self) -> None:
+    if self._batch:
+      self._in_flight.append(self._pool.submit(pages_lib.parse_pages, self._batch))
+      self._batch, self._batch_chars = [], 0
 
-  @staticmethod
-  def _report(page: AnyPage, reason) -> None:
-    where = page.source or "?"
-    if isinstance(page, html_dump.HtmlPage) and page.line:
-      where += f" line {page.line}"
-    logging.error("Skipped page: file %s, page id %d (%r): %s", where,
-                  page.page_id, page.title, reason)
-    _count("pages_failed")
+  def _emit(self, result: pages_lib.PageResult):
+    for name, n in result.counts.items():
+      _count(name, n)
+    if result.skipped is not None:
+      logging.error("Skipped page: %s", result.skipped)
+    for tag, value in result.outputs:
+      yield beam.pvalue.TaggedOutput(tag, value)
+    # Each mention's own record features were encoded by the parse, once: the KB merge and
+    # the writes pass them on as one bytes value (records.MentionPayload).
+    add = self._packs.add
+    for target, payload in result.mentions:
+      yield from add(target, payload)
 
 
 def drop_hidden_categories(article: Tuple[str, records.ArticleTuple],
@@ -614,13 +574,16 @@ class ExtractWikipedia(beam.PTransform):
 
   def __init__(self, heldout_fraction: float = DEFAULT_HELDOUT_FRACTION,
                max_page_chars: int = MAX_PAGE_CHARS,
-               sites: Optional[Dict[str, xml_dump.SiteInfo]] = None):
+               sites: Optional[Dict[str, xml_dump.SiteInfo]] = None,
+               parse_processes: int = 1, parse_start_method: str = "spawn"):
     super().__init__()
     if not 0.0 <= heldout_fraction <= 1.0:
       raise ValueError(f"heldout_fraction must be in [0, 1], got {heldout_fraction}")
     self._heldout_fraction = heldout_fraction
     self._max_page_chars = max_page_chars
     self._sites = dict(sites or {})
+    self._parse_processes = parse_processes
+    self._parse_start_method = parse_start_method
 
   def expand(self, inputs):
     paths, descriptions = inputs[:2]
@@ -635,7 +598,8 @@ class ExtractWikipedia(beam.PTransform):
              | "DedupeAndReshufflePages" >> beam_io.CountedGroupByKey("Pages", packed=False)
              | "PickPage" >> beam.Map(pick_page, sites=self._sites))
     parsed = pages | "ParsePages" >> beam.ParDo(
-        ParsePageFn(self._max_page_chars, self._sites)).with_outputs(
+        ParsePageFn(self._max_page_chars, self._sites, self._parse_processes,
+                    self._parse_start_method)).with_outputs(
             ParsePageFn.REDIRECT, ParsePageFn.ARTICLE, ParsePageFn.DISAMBIGUATION,
             ParsePageFn.CATEGORY, main="mention")
     # Hidden categories: the dump's category pages decide where it has them (one flag per
@@ -698,7 +662,8 @@ def build_pipeline(pipeline: beam.Pipeline, input_patterns: Sequence[str], outpu
                    range_bytes: int = DEFAULT_RANGE_BYTES,
                    title_lists: Sequence[str] = (),
                    redirect_lists: Sequence[str] = (),
-                   site_infos: Optional[Dict[str, Optional[xml_dump.SiteInfo]]] = None
+                   site_infos: Optional[Dict[str, Optional[xml_dump.SiteInfo]]] = None,
+                   parse_processes: int = 1, parse_start_method: str = "spawn"
                    ) -> Dict[str, beam.PCollection]:
   """Adds the extraction to `pipeline`, writing its files into `output_dir` (no manifest).
 
@@ -730,6 +695,8 @@ def build_pipeline(pipeline: beam.Pipeline, input_patterns: Sequence[str], outpu
     site_infos: the SiteInfo of dump paths whose heads were read already (None for an HTML
       dump: check_inputs' 'site_infos'); the other dumps' heads are read here
       (read_site_infos).
+    parse_processes: worker processes of each parse step (ParsePageFn; 1: none).
+    parse_start_method: how they start ('spawn' or 'fork': see ParsePageFn).
 
   Returns:
     The ExtractWikipedia PCollections, plus 'written' (path, record count) of every shard.
@@ -766,7 +733,8 @@ def build_pipeline(pipeline: beam.Pipeline, input_patterns: Sequence[str], outpu
                            "titles_listed"),
                _read_lists(pipeline, "TitleRedirects", redirect_lists,
                            title_lists_lib.parse_redirect_line, "title_list_redirects"))
-  outputs = inputs | "Extract" >> ExtractWikipedia(heldout_fraction, max_page_chars, sites)
+  outputs = inputs | "Extract" >> ExtractWikipedia(heldout_fraction, max_page_chars, sites,
+                                                      parse_processes, parse_start_method)
   join = os.path.join if "://" not in output_dir else FileSystems.join
   written = []
   written.append(
@@ -1142,13 +1110,41 @@ def remove_stale_staging(output_dir: str, now: Optional[float] = None,
   return removed
 
 
+def runs_in_memory(pipeline_options: PipelineOptions) -> bool:
+  """True for Beam's local runner in memory with one worker: every step in this process."""
+  runner = pipeline_options.view_as(StandardOptions).runner
+  direct = pipeline_options.view_as(DirectOptions)
+  return (runner in (None, beam_io.LOCAL_RUNNER, "DirectRunner")
+          and direct.direct_running_mode == "in_memory" and direct.direct_num_workers == 1)
+
+
+def default_parse_processes(pipeline_options: PipelineOptions) -> int:
+  """Worker processes for the parse step by default: the cores this process may use
+  (os.sched_getaffinity) on the local runner in memory (runs_in_memory), whose single process
+  would otherwise use one core (Beam's multi_processing mode loses values, issue 17); 1 on any
+  other runner or mode, whose workers already run one process per core."""
+  if runs_in_memory(pipeline_options):
+    return max(1, len(os.sched_getaffinity(0)))
+  return 1
+
+
+def default_parse_start_method(pipeline_options: PipelineOptions) -> str:
+  """How the parse step's worker processes start: 'fork' in memory (runs_in_memory, where
+  fork exists: the process's only other thread is Beam's periodic flusher), else 'spawn'
+  (Beam's other modes run gRPC threads, which fork does not survive)."""
+  if runs_in_memory(pipeline_options) and "fork" in multiprocessing.get_all_start_methods():
+    return "fork"
+  return "spawn"
+
+
 def run(input_patterns: Sequence[str], output_dir: str,
         heldout_fraction: float = DEFAULT_HELDOUT_FRACTION, descriptions: Optional[str] = None,
         pipeline_options: Optional[PipelineOptions] = None, num_shards: Optional[int] = None,
         max_page_chars: int = MAX_PAGE_CHARS, multistream_index: Optional[str] = None,
         detect_multistream_index: bool = True,
         range_bytes: int = DEFAULT_RANGE_BYTES, title_lists: Sequence[str] = (),
-        redirect_lists: Sequence[str] = ()) -> Dict[str, Any]:
+        redirect_lists: Sequence[str] = (),
+        parse_processes: Optional[int] = None) -> Dict[str, Any]:
   """Runs the extraction and publishes its outputs atomically in `output_dir`.
 
   Every input is checked first (check_inputs), before anything in `output_dir` is touched.
@@ -1174,6 +1170,8 @@ def run(input_patterns: Sequence[str], output_dir: str,
     range_bytes: compressed bytes per read range of an indexed multistream dump.
     title_lists: file patterns of title lists (see build_pipeline).
     redirect_lists: file patterns of redirect lists (see build_pipeline).
+    parse_processes: worker processes that parse pages (ParsePageFn); None:
+      default_parse_processes(pipeline_options).
 
   Returns:
     The stats dict written to stats.json: counter name -> value.
@@ -1199,6 +1197,12 @@ def run(input_patterns: Sequence[str], output_dir: str,
         "pipeline on large inputs (issue 17: 6 of 7 extractions with the full title and "
         "redirect lists); this run checks its counts at the end (check_flow) and publishes "
         "nothing when they do not add up. No in-memory run has lost any.")
+  if parse_processes is None:
+    parse_processes = default_parse_processes(pipeline_options)
+  elif parse_processes < 1:
+    raise ValueError(f"parse_processes must be at least 1, got {parse_processes}")
+  logging.info("Parsing pages in %d process(es)%s.", parse_processes,
+               f" ({default_parse_start_method(pipeline_options)})" if parse_processes > 1 else "")
   if not FileSystems.exists(output_dir):
     FileSystems.mkdirs(output_dir)
   remove_stale_staging(output_dir)
@@ -1213,7 +1217,9 @@ def run(input_patterns: Sequence[str], output_dir: str,
                    max_page_chars=max_page_chars, multistream_index=multistream_index,
                    detect_multistream_index=detect_multistream_index,
                    range_bytes=range_bytes, title_lists=title_lists,
-                   redirect_lists=redirect_lists, site_infos=checked["site_infos"])
+                   redirect_lists=redirect_lists, site_infos=checked["site_infos"],
+                   parse_processes=parse_processes,
+                   parse_start_method=default_parse_start_method(pipeline_options))
     result = pipeline.run()
     state = result.wait_until_finish()
     if state != beam.runners.runner.PipelineState.DONE:
