@@ -9,9 +9,11 @@ in the same run, each in its own subprocess so that its peak memory is its own:
   per-page work of the pipeline, without Beam (after gc.freeze(), as ParsePageFn.setup).
 - ours, pipeline: beam_pipelines.pipelines.extraction.run with the options extract_wikipedia
   runs with (beam_io.default_pipeline_options: Beam's local FnApiRunner, without the
-  DirectRunner's attempt to download and start Prism first), in_memory with 1 worker and
-  multi_processing with 2 workers: the whole job (parsing, mention features, redirect
-  resolution, entity join, TFRecord/TSV outputs written atomically).
+  DirectRunner's attempt to download and start Prism first): in_memory with 1 worker, the
+  pages parsed in that process (1p) or in 2 forked worker processes (2p, --parse_processes=2,
+  the default on 2 cores), and multi_processing with 2 workers: the whole job (parsing,
+  mention features, redirect resolution, entity join, TFRecord/TSV outputs written
+  atomically).
 - wikiextractor (PyPI `wikiextractor`, the usual dump cleaner) with --links (it keeps links, as
   we do) and --processes 1 and 2, writing its <doc> files into a temporary directory. It yields
   plain text with links; no mention offsets, entities, redirects or alias counts.
@@ -58,8 +60,9 @@ _PAGE_SIZE = resource.getpagesize()
 # name -> (worker kind, argument); the worker runs in a subprocess.
 METHODS = {
     "ours_parse": ("ours_parse", None),
-    "ours_pipeline_inmem_1w": ("ours_pipeline", "in_memory:1"),
-    "ours_pipeline_mp_2w": ("ours_pipeline", "multi_processing:2"),
+    "ours_pipeline_inmem_1p": ("ours_pipeline", "in_memory:1:1"),
+    "ours_pipeline_inmem_2p": ("ours_pipeline", "in_memory:1:2"),
+    "ours_pipeline_mp_2w": ("ours_pipeline", "multi_processing:2:1"),
     "wikiextractor_1p": ("wikiextractor", "1"),
     "wikiextractor_2p": ("wikiextractor", "2"),
 }
@@ -91,19 +94,21 @@ def _work_ours_parse(files: Sequence[str], _) -> Dict[str, float]:
           "links": links}
 
 
-def _work_ours_pipeline(files: Sequence[str], mode_workers: str) -> Dict[str, float]:
+def _work_ours_pipeline(files: Sequence[str], mode_workers_processes: str
+                        ) -> Dict[str, float]:
   # pylint: disable=g-import-not-at-top
   from beam_pipelines.pipelines import beam_io
   from beam_pipelines.pipelines import extraction
   # pylint: enable=g-import-not-at-top
-  mode, workers = mode_workers.split(":")
+  mode, workers, processes = mode_workers_processes.split(":")
   # The options extract_wikipedia runs with (its local runner, no Prism download attempt).
   options = beam_io.default_pipeline_options(
       [f"--direct_running_mode={mode}", f"--direct_num_workers={workers}"])
   out = tempfile.mkdtemp(prefix="extraction_benchmark_")
   try:
     start = time.perf_counter()
-    stats = extraction.run(list(files), out, pipeline_options=options)
+    stats = extraction.run(list(files), out, pipeline_options=options,
+                           parse_processes=int(processes))
     seconds = time.perf_counter() - start
   finally:
     shutil.rmtree(out, ignore_errors=True)

@@ -10,6 +10,9 @@
   page_kinds    pages that are no entities (disambiguation pages: __DISAMBIG__, templates,
                 categories, title) and categories that are no features (hidden:
                 __HIDDENCAT__ category pages, maintenance-category names)
+  pages         one dump page -> what the extraction makes of it (PageParser: tagged outputs,
+                encoded mentions, counts, skip reason), and the parse step's worker-process
+                functions (init_worker, parse_pages)
   mentions      a rendered article's links -> mentions with their contexts (span, left, right,
                 sentence; paper section 5)
   descriptions  a line of the entity-descriptions JSONL -> (title, text)

@@ -36,14 +36,14 @@ class PageResult(NamedTuple):
   outputs: (tag, value) in the order the step emits them: (REDIRECT, (title, target)),
     (ARTICLE, (title, records.ArticleTuple)), (DISAMBIGUATION, title), (CATEGORY, (name,
     hidden)).
-  mentions: (raw link target, records.MentionPayload bytes) of an article's mentions, in text
-    order.
+  mentions: (raw link target, records.MentionPayload: the mention's own features encoded) of
+    an article's mentions, in text order.
   counts: counter name -> increment (the extract_wikipedia counters of stats.json).
   skipped: for a page skipped on an error, 'file F[ line L], page id N ('Title'): reason';
     else None.
   """
   outputs: List[Tuple[str, Any]]
-  mentions: List[Tuple[str, bytes]]
+  mentions: List[Tuple[str, records.MentionPayload]]
   counts: Dict[str, int]
   skipped: Optional[str]
 

@@ -17,10 +17,12 @@ from apache_beam.testing.util import assert_that, equal_to
 import pytest
 import tensorflow as tf
 
+from beam_pipelines.parsers import pages as pages_lib
 from beam_pipelines.parsers import records
 from beam_pipelines.pipelines import beam_io
 from beam_pipelines.pipelines import extraction as extract
 from dense_entity.kb import schema
+from tests import testutil
 from tests.beam_pipelines.dumps import multistream_testutil
 
 
@@ -285,7 +287,14 @@ FAILED_RUNS = [
     ("pipeline_fails", "disk full"),
     ("runner_lost_values", "values do not add up .*shuffle JoinValuesRedirects: (\\d+) "
                            "values in, (?!\\1)\\d+ out"),
+    ("parse_worker_dies", "process in the process pool was terminated abruptly"),
 ]
+
+
+def _die_in_worker(pages):
+  """A parse worker process that dies (killed for memory, a crash in a C extension)."""
+  del pages
+  os._exit(3)  # pylint: disable=protected-access
 
 
 @pytest.mark.parametrize("case, message", FAILED_RUNS, ids=[c for c, _ in FAILED_RUNS])
@@ -331,6 +340,10 @@ def test_failed_run_leaves_the_finished_extraction_as_it_was(finished, inputs, t
     def broken(*args, **kwargs):
       raise RuntimeError("disk full")
     monkeypatch.setattr(records, "entity_record", broken)
+  elif case == "parse_worker_dies":
+    # The workers are forked from this process: they call this module's stand-in.
+    monkeypatch.setattr(pages_lib, "parse_pages", _die_in_worker)
+    kwargs["parse_processes"] = 2
   elif case == "runner_lost_values":
     # A runner that drops a value in a shuffle and says nothing (issue 17: Beam's local
     # multi_processing runner at the full KB): the counts of the run show it.
@@ -342,7 +355,7 @@ def test_failed_run_leaves_the_finished_extraction_as_it_was(finished, inputs, t
         counts["JoinValuesRedirects/out"] -= 1
       return counts
     monkeypatch.setattr(beam_io, "counters", lossy)
-  error = (RuntimeError if case in ("pipeline_fails", "runner_lost_values")
+  error = (RuntimeError if case in ("pipeline_fails", "runner_lost_values", "parse_worker_dies")
            else (FileNotFoundError, ValueError))
   with pytest.raises(error) as raised:
     extract.run(output_dir=out, **kwargs)
@@ -592,6 +605,59 @@ def test_same_bytes_in_memory_and_multi_processing(inputs, tmp_path):
         name: open(os.path.join(out, name), "rb").read()
         for name in sorted(os.listdir(out)) if name != schema.MANIFEST_FILE}
   assert outputs["in_memory"] == outputs["multi_processing"]
+
+
+REAL_DUMP = testutil.shared_data("enwiki", "dbpedia-minidump-en.xml.bz2")
+
+
+def _written_and_counted(dump_paths, out, **kwargs):
+  os.makedirs(out)
+  pipeline = beam.Pipeline(options=beam_io.default_pipeline_options())
+  extract.build_pipeline(pipeline, dump_paths, out, num_shards=2, **kwargs)
+  result = pipeline.run()
+  result.wait_until_finish()
+  return _snapshot(out), beam_io.counters(result, extract.COUNTER_NAMESPACE)
+
+
+def test_same_bytes_and_counts_with_any_number_of_parse_processes(inputs, tmp_path,
+                                                                   monkeypatch, caplog):
+  # Pages parsed in worker processes (issue 17) come back in page order: the outputs and the
+  # counters are those of the inline parse, on a real dump beside the handmade one (36 pages
+  # in batches of 5: several in flight, the last sent at the bundle's end), and pages skipped
+  # in a worker (longer than max_page_chars) are counted and logged by the step with file
+  # and page id.
+  if not os.path.exists(REAL_DUMP):
+    pytest.skip("../shared/data/enwiki not available")
+  monkeypatch.setattr(extract.ParsePageFn, "BATCH_PAGES", 5)
+  kwargs = {"heldout_fraction": inputs["fraction"], "descriptions": inputs["descriptions"],
+            "max_page_chars": 60000}
+  dumps = [inputs["dump"], REAL_DUMP]
+  inline, inline_counts = _written_and_counted(dumps, str(tmp_path / "inline"), **kwargs)
+  assert inline_counts["pages_failed"] >= 2 and inline_counts["articles"] >= 10
+  assert inline_counts["links_kept"] > 500
+  for processes, start_method in ((3, "fork"), (2, "spawn")):
+    caplog.clear()
+    files, counts = _written_and_counted(
+        dumps, str(tmp_path / f"{start_method}{processes}"), parse_processes=processes,
+        parse_start_method=start_method, **kwargs)
+    assert files == inline, start_method
+    assert counts == inline_counts, start_method
+    skipped = [r.getMessage() for r in caplog.records if "Skipped page" in r.getMessage()]
+    assert len(skipped) == inline_counts["pages_failed"]
+    assert all(re.search(r"file .*dbpedia-minidump-en.xml.bz2, page id \d+ \('.+'\): "
+                         r"page of \d+ characters exceeds 60000", m) for m in skipped), skipped
+
+
+def test_parse_processes_by_runner(monkeypatch):
+  monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2})
+  in_memory = beam_io.default_pipeline_options()
+  assert extract.default_parse_processes(in_memory) == 3
+  assert extract.default_parse_start_method(in_memory) == "fork"
+  for args in (["--direct_running_mode=multi_processing", "--direct_num_workers=2"],
+               ["--direct_running_mode=multi_threading"], ["--runner=DataflowRunner"]):
+    options = beam_io.default_pipeline_options(args)
+    assert extract.default_parse_processes(options) == 1, args
+    assert extract.default_parse_start_method(options) == "spawn", args
 
 
 def _bundle_outputs(fn, elements):
