@@ -34,6 +34,7 @@ import logging
 import multiprocessing
 import os
 import socket
+import sys
 import uuid
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
 
@@ -1129,10 +1130,11 @@ def default_parse_processes(pipeline_options: PipelineOptions) -> int:
 
 
 def default_parse_start_method(pipeline_options: PipelineOptions) -> str:
-  """How the parse step's worker processes start: 'fork' in memory (runs_in_memory, where
-  fork exists: the process's only other thread is Beam's periodic flusher), else 'spawn'
-  (Beam's other modes run gRPC threads, which fork does not survive)."""
-  if runs_in_memory(pipeline_options) and "fork" in multiprocessing.get_all_start_methods():
+  """How the parse step's worker processes start: 'fork' in memory (runs_in_memory) on Linux
+  (the process's only other thread is then Beam's periodic flusher), else 'spawn' (Beam's
+  other modes run gRPC threads, which fork does not survive; macOS's system libraries do not
+  survive fork either, which is why Python spawns there by default)."""
+  if runs_in_memory(pipeline_options) and sys.platform.startswith("linux"):
     return "fork"
   return "spawn"
 

@@ -601,9 +601,10 @@ class BuildEntitiesFn(beam.DoFn):
       yield beam.pvalue.TaggedOutput(ENTITY_REDIRECTS, pack)
 
 
-def payload_size(mention) -> int:
-  """Bytes of a mention payload's strings (its encoded features included), for packing."""
-  return sum(len(x) for x in mention if isinstance(x, (str, bytes)))
+def payload_size(mention: records.MentionPayload) -> int:
+  """Bytes of a mention payload's strings (its encoded features included), for packing: the
+  lengths of its four fields (mention id, source page, span: characters; features: bytes)."""
+  return len(mention[0]) + len(mention[1]) + len(mention[2]) + len(mention[3])
 
 
 def value_size(pair) -> int:
