@@ -283,6 +283,7 @@ FAILED_RUNS = [
     ("dump_as_descriptions", "dump.xml: line 1 is not a description"),
     ("jsonl_as_titles", "pages.jsonl: line 1 is not a title list"),
     ("heldout_fraction_above_1", "heldout_fraction must be in"),
+    ("no_parse_process", "parse_processes must be at least 1, got 0"),
     ("no_entity_after_the_pipeline", "redirects-only.xml holds no entity .*pages_read 2"),
     ("pipeline_fails", "disk full"),
     ("runner_lost_values", "values do not add up .*shuffle JoinValuesRedirects: (\\d+) "
@@ -334,6 +335,8 @@ def test_failed_run_leaves_the_finished_extraction_as_it_was(finished, inputs, t
     kwargs["title_lists"] = [odd["jsonl"]]
   elif case == "heldout_fraction_above_1":
     kwargs["heldout_fraction"] = 1.5
+  elif case == "no_parse_process":
+    kwargs["parse_processes"] = 0
   elif case == "no_entity_after_the_pipeline":
     kwargs["input_patterns"] = [odd["no_entity"]]
   elif case == "pipeline_fails":
