@@ -25,8 +25,9 @@ outputs are the same either way.
 
 On the local runner in memory (the default) pages are parsed in as many worker processes as
 this process may use cores (--parse_processes to choose; results come back in page order, so
-the outputs are the same with any number); on other runners 1, as their workers already run
-one process per core.
+the outputs are the same with any number); on other runners and modes 1, the only number
+accepted there (their workers already run one process per core, and Beam's local
+multi_threading mode lost values with parse processes).
 
 Any language's Wikipedia: each dump's <siteinfo> header is read once before the pipeline runs,
 and its pages are read with that wiki's localized namespace names (categories, files,
@@ -126,10 +127,11 @@ def _define_flags() -> None:
                      "(> 0).")
   flags.register_validator("multistream_range_mb", lambda mb: int(mb * (1 << 20)) >= 1,
                            message="--multistream_range_mb must be > 0 (at least one byte)")
-  flags.DEFINE_integer("parse_processes", None, "Worker processes that parse pages, at least "
-                       "1 (default: the cores this process may use on the local runner in "
-                       "memory, else 1). The outputs are the same with any number.",
-                       lower_bound=1)
+  flags.DEFINE_integer("parse_processes", None, "Worker processes that parse pages, 1 to "
+                       f"{extraction.MAX_PARSE_PROCESSES} (default: the cores this process may "
+                       "use on the local runner in memory, else 1; above 1 only there). The "
+                       "outputs are the same with any number.",
+                       lower_bound=1, upper_bound=extraction.MAX_PARSE_PROCESSES)
   flags.mark_flags_as_required(["input", "output_dir"])
 
 

@@ -213,10 +213,12 @@ class PageParser:
 
 
 class _Skip(Exception):
-  """A page that is skipped, and why."""
+  """A page that is skipped, and why (an exception as 'Type: message')."""
 
   def __init__(self, reason):
-    super().__init__(str(reason))
+    if isinstance(reason, BaseException):
+      reason = f"{type(reason).__name__}: {reason}"
+    super().__init__(reason)
     self.reason = reason
 
 

@@ -179,20 +179,26 @@ class RouteToBuckets(beam_io.PackingDoFn):
   `pairs(element)` gives an element's (key, value) pairs, each sent to `bucket_of(key)`,
   packed per bundle and bucket (beam_io.Packs; `size_of(pair)` bounds the bytes held).
   With `reads` ('INPUT@STEP'), the items read are counted (beam_io.read_counter), so that a
-  finished run can check that every step reading INPUT read all of it (beam_io.flow_losses)."""
+  finished run can check that every step reading INPUT read all of it (beam_io.flow_losses):
+  an element counts `items_of(element)` items (default: a pack's length with `packed`, else
+  1; the mention packs of the parse count their mentions)."""
 
   def __init__(self, pairs, bucket_of=key_bucket, packed: bool = False, size_of=None,
-               reads: Optional[str] = None):
+               reads: Optional[str] = None, items_of=None):
     super().__init__(size_of=size_of)
     self._pairs = pairs
     self._bucket_of = bucket_of
     self._packed = packed
     self._read = beam_io.read_counter(reads) if reads else None
+    self._items_of = items_of
 
   def process(self, element):
     add, pairs, bucket_of = self._packs.add, self._pairs, self._bucket_of
     if self._read is not None:
-      self._read.inc(len(element) if self._packed else 1)
+      if self._items_of is not None:
+        self._read.inc(self._items_of(element))
+      else:
+        self._read.inc(len(element) if self._packed else 1)
     for item in element if self._packed else (element,):
       for key, value in pairs(item):
         yield from add(bucket_of(key), (key, value))
@@ -607,6 +613,11 @@ def payload_size(mention: records.MentionPayload) -> int:
   return len(mention[0]) + len(mention[1]) + len(mention[2]) + len(mention[3])
 
 
+def mentions_in_pack(target_pack) -> int:
+  """Mentions in a (target, [payload, ...]) element of the 'mention_packs' input."""
+  return len(target_pack[1])
+
+
 def value_size(pair) -> int:
   """Bytes of a keyed value's text, for packing: (key, (tag, title, payload)) -> the mention
   payloads' sizes (payload_size) of a MENTION value, the text of an article or description,
@@ -663,14 +674,14 @@ class MergeKnowledgeBase(beam.PTransform):
     key = titles.match_key
     title_only_rules = "titles" in inputs or "title_packs" in inputs
 
-    def route(name, pairs, packed=False, size_of=None, step=None):
+    def route(name, pairs, packed=False, size_of=None, step=None, items_of=None):
       """Input `name`'s (key, value) pairs in packs by key_bucket (no step without the
       input)."""
       if name not in inputs:
         return []
       step = step or "Route" + "".join(part.capitalize() for part in name.split("_"))
-      return [inputs[name] | step >> beam.ParDo(RouteToBuckets(pairs, key_bucket, packed,
-                                                               size_of, f"{name}@{step}"))]
+      return [inputs[name] | step >> beam.ParDo(RouteToBuckets(
+          pairs, key_bucket, packed, size_of, f"{name}@{step}", items_of))]
 
     def join(label, packs):
       """Bucket packs -> (bucket, [pack, ...]): one join's shuffle."""
@@ -705,7 +716,8 @@ class MergeKnowledgeBase(beam.PTransform):
     def title_pairs(tag):
       return lambda t: [(key(t), (tag, t, None))]
 
-    mention_packs = route("mention_packs", tag_pairs(MENTION), size_of=value_size)
+    mention_packs = route("mention_packs", tag_pairs(MENTION), size_of=value_size,
+                          items_of=mentions_in_pack)
     if "mentions" in inputs:
       mention_packs.append(
           inputs["mentions"]

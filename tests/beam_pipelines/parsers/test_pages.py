@@ -72,3 +72,13 @@ def test_worker_functions_give_what_the_parser_gives():
   assert in_worker == [pages.PageParser().parse(ARTICLE)] * 2
   # What crosses the process boundary survives pickling whole.
   assert pickle.loads(pickle.dumps(in_worker)) == in_worker
+
+
+def test_a_parse_that_raises_is_skipped_with_the_error_type(monkeypatch):
+  def broken(*args, **kwargs):
+    raise KeyError("boom")
+  monkeypatch.setattr(pages.wikitext, "parse_article", broken)
+  result = pages.PageParser().parse(ARTICLE)
+  assert (result.outputs, result.mentions) == ([], [])
+  assert result.counts == {"pages_failed": 1}
+  assert result.skipped == "file rivers.xml, page id 7 ('Ore River'): KeyError: 'boom'"

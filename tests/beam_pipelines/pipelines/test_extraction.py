@@ -283,7 +283,7 @@ FAILED_RUNS = [
     ("dump_as_descriptions", "dump.xml: line 1 is not a description"),
     ("jsonl_as_titles", "pages.jsonl: line 1 is not a title list"),
     ("heldout_fraction_above_1", "heldout_fraction must be in"),
-    ("no_parse_process", "parse_processes must be at least 1, got 0"),
+    ("no_parse_process", r"parse_processes must be in \[1, 256\], got 0"),
     ("no_entity_after_the_pipeline", "redirects-only.xml holds no entity .*pages_read 2"),
     ("pipeline_fails", "disk full"),
     ("runner_lost_values", "values do not add up .*shuffle JoinValuesRedirects: (\\d+) "
@@ -661,6 +661,16 @@ def test_parse_processes_by_runner(monkeypatch):
     options = beam_io.default_pipeline_options(args)
     assert extract.default_parse_processes(options) == 1, args
     assert extract.default_parse_start_method(options) == "spawn", args
+    # Worker processes only in memory (Beam's multi_threading mode lost values with them).
+    extract.check_parse_processes(1, options)
+    with pytest.raises(ValueError, match="parse_processes=2 needs Beam's local runner in "
+                                         "memory"):
+      extract.check_parse_processes(2, options)
+  extract.check_parse_processes(None, in_memory)
+  extract.check_parse_processes(3, in_memory)
+  for bad in (0, extract.MAX_PARSE_PROCESSES + 1):
+    with pytest.raises(ValueError, match=r"parse_processes must be in \[1, 256\]"):
+      extract.check_parse_processes(bad, in_memory)
 
 
 def _bundle_outputs(fn, elements):
