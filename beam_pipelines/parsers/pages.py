@@ -76,7 +76,8 @@ class PageParser:
   ('links_dropped_disambiguation_page'). Category pages (namespace 14) give (name, True) when
   they hide their category (page_kinds.hidden_category_page) and (name, False) when a visible
   category has a maintenance-like name. A page longer than `max_page_chars`, or whose parse
-  raises, is skipped: counted 'pages_failed', with its reason in PageResult.skipped.
+  raises, is skipped: counted 'pages_failed', with its reason in PageResult.skipped ('Type:
+  message' for an exception); what it gave before (an HTML record's redirects) stays.
 
   Args:
     sites: xml_dump.SiteInfo by dump path (Page.source).
