@@ -371,28 +371,31 @@ class ParsePageFn(beam_io.PackingDoFn):
     self._batch_chars += pages_lib.page_size(page)
     if len(self._batch) >= self.BATCH_PAGES or self._batch_chars >= self.BATCH_CHARS:
       self._submit()
-    # Results in page order: the oldest batch when done, or when too many are in flight.
-    while self._in_flight and (len(self._in_flight) > 2 * self._processes
-                               or self._in_flight[0].done()):
-      for result in self._in_flight.popleft().result():
-        yield from self._emit(result)
+    for result in self._results(wait_all=False):
+      yield from self._emit(result)
 
   def finish_bundle(self):
     if self._pool is not None:
       self._submit()
-      while self._in_flight:
-        for result in self._in_flight.popleft().result():
-          for output in self._emit(result):
-            if isinstance(output, beam.pvalue.TaggedOutput):
-              yield beam.pvalue.TaggedOutput(output.tag, beam_io.in_global_window(output.value))
-            else:
-              yield beam_io.in_global_window(output)
+      for result in self._results(wait_all=True):
+        for output in self._emit(result):
+          if isinstance(output, beam.pvalue.TaggedOutput):
+            yield beam.pvalue.TaggedOutput(output.tag, beam_io.in_global_window(output.value))
+          else:
+            yield beam_io.in_global_window(output)
     yield from super().finish_bundle()
 
   def _submit(self) -> None:
     if self._batch:
       self._in_flight.append(self._pool.submit(pages_lib.parse_pages, self._batch))
       self._batch, self._batch_chars = [], 0
+
+  def _results(self, wait_all: bool) -> Iterator[pages_lib.PageResult]:
+    """Results of the batches in flight, in page order: every batch with `wait_all`, else
+    the oldest ones that are done, and enough to leave at most 2 per process in flight."""
+    while self._in_flight and (wait_all or len(self._in_flight) > 2 * self._processes
+                               or self._in_flight[0].done()):
+      yield from self._in_flight.popleft().result()
 
   def _emit(self, result: pages_lib.PageResult):
     for name, n in result.counts.items():
@@ -1252,8 +1255,9 @@ def run(input_patterns: Sequence[str], output_dir: str,
         "any: run locally in its default in-memory mode.")
   if parse_processes is None:
     parse_processes = default_parse_processes(pipeline_options)
+  start_method = default_parse_start_method(pipeline_options)
   logging.info("Parsing pages in %d process(es)%s.", parse_processes,
-               f" ({default_parse_start_method(pipeline_options)})" if parse_processes > 1 else "")
+               f" ({start_method})" if parse_processes > 1 else "")
   if not FileSystems.exists(output_dir):
     FileSystems.mkdirs(output_dir)
   remove_stale_staging(output_dir)
@@ -1270,7 +1274,7 @@ def run(input_patterns: Sequence[str], output_dir: str,
                    range_bytes=range_bytes, title_lists=title_lists,
                    redirect_lists=redirect_lists, site_infos=checked["site_infos"],
                    parse_processes=parse_processes,
-                   parse_start_method=default_parse_start_method(pipeline_options))
+                   parse_start_method=start_method)
     result = pipeline.run()
     state = result.wait_until_finish()
     if state != beam.runners.runner.PipelineState.DONE:

@@ -174,6 +174,11 @@ def entity_bucket(key: str) -> int:
   return key_bucket(root_key(key))
 
 
+def _one(element) -> int:
+  del element
+  return 1
+
+
 class RouteToBuckets(beam_io.PackingDoFn):
   """Elements (or packs of them, with `packed`) -> (bucket, [(key, value), ...]) packs:
   `pairs(element)` gives an element's (key, value) pairs, each sent to `bucket_of(key)`,
@@ -190,15 +195,12 @@ class RouteToBuckets(beam_io.PackingDoFn):
     self._bucket_of = bucket_of
     self._packed = packed
     self._read = beam_io.read_counter(reads) if reads else None
-    self._items_of = items_of
+    self._items_of = items_of or (len if packed else _one)
 
   def process(self, element):
     add, pairs, bucket_of = self._packs.add, self._pairs, self._bucket_of
     if self._read is not None:
-      if self._items_of is not None:
-        self._read.inc(self._items_of(element))
-      else:
-        self._read.inc(len(element) if self._packed else 1)
+      self._read.inc(self._items_of(element))
     for item in element if self._packed else (element,):
       for key, value in pairs(item):
         yield from add(bucket_of(key), (key, value))
