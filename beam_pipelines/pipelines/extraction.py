@@ -958,12 +958,8 @@ def check_flow(flow: Dict[str, int], stats: Dict[str, int],
   losses = beam_io.flow_losses(flow, expected, made)
   if not losses:
     return
-  runner = "the default runner"
-  if pipeline_options is not None:
-    direct = pipeline_options.view_as(DirectOptions)
-    runner = (f"runner {pipeline_options.view_as(StandardOptions).runner or 'default'}, "
-              f"--direct_running_mode={direct.direct_running_mode} "
-              f"--direct_num_workers={direct.direct_num_workers}")
+  runner = ("the default runner" if pipeline_options is None
+            else describe_runner(pipeline_options))
   raise RuntimeError(
       f"the pipeline finished but its values do not add up ({runner}): "
       + "; ".join(losses) + ". Nothing was published. Beam's local runner lost values this "
@@ -1121,6 +1117,14 @@ def remove_stale_staging(output_dir: str, now: Optional[float] = None,
   return removed
 
 
+def describe_runner(pipeline_options: PipelineOptions) -> str:
+  """'runner R, --direct_running_mode=M --direct_num_workers=N', for error messages."""
+  direct = pipeline_options.view_as(DirectOptions)
+  return (f"runner {pipeline_options.view_as(StandardOptions).runner or 'default'}, "
+          f"--direct_running_mode={direct.direct_running_mode} "
+          f"--direct_num_workers={direct.direct_num_workers}")
+
+
 def runs_in_memory(pipeline_options: PipelineOptions) -> bool:
   """True for Beam's local runner in memory with one worker: every step in this process."""
   runner = pipeline_options.view_as(StandardOptions).runner
@@ -1173,15 +1177,12 @@ def check_parse_processes(parse_processes: Optional[int],
     raise ValueError(f"parse_processes must be in [1, {MAX_PARSE_PROCESSES}], got "
                      f"{parse_processes}")
   if parse_processes > 1 and not runs_in_memory(pipeline_options):
-    direct = pipeline_options.view_as(DirectOptions)
     raise ValueError(
         f"parse_processes={parse_processes} needs Beam's local runner in memory with one "
-        "worker (the default); this run has runner "
-        f"{pipeline_options.view_as(StandardOptions).runner or 'default'}, "
-        f"--direct_running_mode={direct.direct_running_mode} "
-        f"--direct_num_workers={direct.direct_num_workers}. Beam's local multi_threading "
-        "mode lost values with parse worker processes (issue 17), and distributed runners "
-        "run a worker process per core already: leave parse_processes at 1 there")
+        f"worker (the default); this run has {describe_runner(pipeline_options)}. Beam's "
+        "local multi_threading mode lost values with parse worker processes (issue 17), and "
+        "distributed runners run a worker process per core already: leave parse_processes "
+        "at 1 there")
 
 
 def run(input_patterns: Sequence[str], output_dir: str,
