@@ -29,6 +29,9 @@ Then one line per generated long page (issue 14, item 4; --long_page_mb, default
 of wikitext: paragraphs of 40 sentences with a link each, every 50th paragraph a run-on list of
 400 links on one line): seconds of parse_article and of article_mentions (the mention features)
 in this process, and seconds per MB, which stays flat when the page work is linear in its length.
+Then pages of 2,000, 4,000 and 10,000 unclosed template openers: parse seconds (quadratic in
+them: mwparserfromhell's tokenizer), or the seconds until parse_article refuses the page
+(parsers.mw_tree.check_unclosed).
 
 Usage (from the repository root):
   python -m benchmarks.extraction_benchmark [--files=GLOB[,GLOB]] [--methods=...]
@@ -279,6 +282,29 @@ def time_long_pages(sizes_mb: Sequence[float]) -> List[str]:
   return lines
 
 
+def time_unclosed_pages(repeats: Sequence[int] = (2000, 4000, 10000)) -> List[str]:
+  """One line per page of `n` unclosed template openers ('x {{a|' n times): seconds of
+  parse_article (mwparserfromhell's tokenizer is quadratic in them, issue #364 there) or, above
+  mw_tree.MAX_UNCLOSED_WORK, seconds until it refuses the page (mw_tree.check_unclosed)."""
+  # pylint: disable=g-import-not-at-top
+  from beam_pipelines.parsers import mw_tree
+  from beam_pipelines.parsers import wikitext
+  # pylint: enable=g-import-not-at-top
+  lines = []
+  for n in repeats:
+    page = "x {{a|" * n
+    start = time.perf_counter()
+    try:
+      wikitext.parse_article(page, "Unclosed templates")
+      what = "parsed"
+    except mw_tree.UnclosedMarkupError:
+      what = "refused (check_unclosed)"
+    seconds = time.perf_counter() - start
+    lines.append(f"{n:6d} unclosed '{{{{a|' ({len(page) / 1e3:5.0f} KB): {what} in "
+                 f"{seconds:7.3f} s")
+  return lines
+
+
 FLAGS = flags.FLAGS
 
 
@@ -314,6 +340,10 @@ def main(argv):
   if long_pages:
     print("\nLong pages (one page, parse + mention features, in this process):")
     for line in time_long_pages(long_pages):
+      print(f"  {line}", flush=True)
+    print("\nUnclosed markup (one page, parse_article, in this process; quadratic in the "
+          "openers up to the limit):")
+    for line in time_unclosed_pages():
       print(f"  {line}", flush=True)
 
 

@@ -19,8 +19,10 @@ can make parsing slower, never different. The token loops below follow
 mwparserfromhell/parser/builder.py (0.7, MIT licence).
 """
 
+import collections
 import logging
-from typing import Any, List
+import re
+from typing import Any, Dict, List
 
 import mwparserfromhell
 from mwparserfromhell import nodes as mw_nodes
@@ -367,6 +369,78 @@ FAST = _self_check()
 if not FAST:  # pragma: no cover (another mwparserfromhell version)
   logging.warning("mwparserfromhell %s builds nodes differently than FastBuilder expects; "
                   "using its own (slower) builder.", mwparserfromhell.__version__)
+
+
+# -------------------------------------------------------------------------------------------
+# Unclosed markup: the tokenizer's quadratic case
+# -------------------------------------------------------------------------------------------
+
+# The C tokenizer tries each opener ('{{a|', '[[a|', '[http://...', '<span>', '<!--', '{|')
+# as the start of its construct and, when no closer follows, reads on to the end of the text
+# before it gives up and keeps the opener as plain text: a page with many unclosed openers
+# takes time quadratic in its length (mwparserfromhell issue #364, open in 0.7.2). The check
+# (check_unclosed) estimates that work as (unclosed openers) x (length of the text). Measured
+# on one core here (issue 17): 11 to 53 ns per character of that estimate (4,000 x 'x {{a|',
+# 24 KB: 5.1 s; 50,000 x '{|' on its own line, 150 KB: 82 s), so a page at the limit takes
+# 5 to 27 s; the 6,267 pages of ../shared/data/enwiki and otherwiki reach at most 2.0e7 (1.0
+# s, their longest parse), 1/25 of it.
+MAX_UNCLOSED_WORK = 500_000_000
+
+# Tags that need no closing tag (mwparserfromhell.definitions.SINGLE): never searched for one.
+_SINGLE_TAGS = frozenset(("br", "wbr", "hr", "meta", "link", "img", "li", "dt", "dd", "th",
+                          "td", "tr"))
+_OPEN_TAG = re.compile(r"<([A-Za-z][A-Za-z0-9]*)\b[^<>]*?(/?)>")
+_CLOSE_TAG = re.compile(r"</([A-Za-z][A-Za-z0-9]*)")
+_PAIRS = (("{{", "}}"), ("[", "]"), ("<!--", "-->"), ("{|", "|}"))
+
+
+class UnclosedMarkupError(ValueError):
+  """Wikitext with so many unclosed openers that tokenizing it would take minutes or hours
+  (check_unclosed)."""
+
+
+def unclosed_openers(wikitext: str) -> Dict[str, int]:
+  """Openers without a closer, by kind: '{{' minus '}}', '[' minus ']', '<!--' minus '-->',
+  '{|' minus '|}', and per tag name '<name ...>' (not self-closing, not a tag that needs no
+  closing tag) minus '</name'; kinds with none left out. Counts, not a parse: an upper
+  estimate of the openers the tokenizer reads to the end of the text for. O(len(wikitext))."""
+  surplus = {}
+  for opener, closer in _PAIRS:
+    n = wikitext.count(opener) - wikitext.count(closer)
+    if n > 0:
+      surplus[opener] = n
+  if "<" in wikitext:
+    opened = collections.Counter(m.group(1).lower() for m in _OPEN_TAG.finditer(wikitext)
+                                 if not m.group(2))
+    if opened:
+      closed = collections.Counter(name.lower() for name in _CLOSE_TAG.findall(wikitext))
+      for name, n in opened.items():
+        if n > closed[name] and name not in _SINGLE_TAGS:
+          surplus[f"<{name}>"] = n - closed[name]
+  return surplus
+
+
+def check_unclosed(wikitext: str, max_work: int = MAX_UNCLOSED_WORK) -> None:
+  """Raises UnclosedMarkupError when the tokenizer's estimated work on unclosed openers, their
+  number (unclosed_openers, all kinds) times the length of the text, exceeds `max_work`; the
+  message names the openers by kind (most first), the length and the estimate. The openers
+  are counted only when the text could exceed it (each '[' or '<' one opener at most, each '{'
+  two: '{{' and '{|' share one in '{{|'): for most pages the check is three str.count calls.
+
+  Raises:
+    UnclosedMarkupError: as above.
+  """
+  n = len(wikitext)
+  if n * (2 * wikitext.count("{") + wikitext.count("[") + wikitext.count("<")) <= max_work:
+    return
+  surplus = unclosed_openers(wikitext)
+  work = n * sum(surplus.values())
+  if work > max_work:
+    kinds = ", ".join(f"{count} {kind!r}" for kind, count in
+                      sorted(surplus.items(), key=lambda kv: (-kv[1], kv[0]))[:5])
+    raise UnclosedMarkupError(
+        f"{sum(surplus.values())} unclosed openers ({kinds}) in {n} characters: tokenizing "
+        f"would read about {work:.2g} characters (quadratic in the length; limit {max_work:.2g})")
 
 
 def parse(wikitext: str, skip_style_tags: bool = False) -> Wikicode:

@@ -32,6 +32,7 @@ from typing import Optional
 import mwparserfromhell
 from mwparserfromhell import nodes as mw_nodes
 
+from beam_pipelines.parsers import mw_tree
 from beam_pipelines.parsers import wikitext
 
 DISAMBIGUATION_SWITCH = "__DISAMBIG__"
@@ -192,9 +193,15 @@ def disambiguation_reason(parsed: wikitext.ParsedArticle, title: str) -> Optiona
 def hidden_category_page(category_wikitext: str) -> bool:
   """True when a category page's wikitext hides the category: it writes '__HIDDENCAT__' (in
   text, not in a comment or <nowiki>) or calls a template that does (HIDDEN_CATEGORY_TEMPLATES,
-  or a maintenance/tracking/Wikipedia category template with hidden=yes)."""
+  or a maintenance/tracking/Wikipedia category template with hidden=yes).
+
+  Raises:
+    mw_tree.UnclosedMarkupError: wikitext the tokenizer would take minutes or more on
+      (mw_tree.check_unclosed); the extraction skips such a page and reports why.
+  """
   if "__" not in category_wikitext and "{{" not in category_wikitext:
     return False
+  mw_tree.check_unclosed(category_wikitext)
   code = mwparserfromhell.parse(category_wikitext, skip_style_tags=True)
   for node in code.filter(recursive=True, forcetype=mw_nodes.Text):
     if HIDDEN_CATEGORY_SWITCH in node.value:

@@ -1006,6 +1006,11 @@ def parse_article(wikitext: str, page_title: str,
   Returns:
     ParsedArticle; for every link, text[link.start:link.end] == link.anchor. The first
     paragraph comes from the prose only (text[:prose_end]).
+
+  Raises:
+    mw_tree.UnclosedMarkupError: so many unclosed openers ('{{a|', '<span>', '[http://...')
+      that mwparserfromhell's tokenizer would take minutes or more (mw_tree.check_unclosed;
+      its time is quadratic in them); the extraction skips such a page and reports why.
   """
   if "&lt;" in wikitext and "<" not in wikitext and _ESCAPED_TAG.search(wikitext):
     # Wikitext saved still XML-escaped ('&lt;ref&gt;', '&quot;' for '<ref>', '"'): without a
@@ -1015,6 +1020,7 @@ def parse_article(wikitext: str, page_title: str,
     # MediaWiki accepts an indented table (':{|'); mwparserfromhell only sees '{|' at a line
     # start, so the indentation is removed before parsing.
     wikitext = _INDENTED_TABLE.sub("", wikitext)
+  mw_tree.check_unclosed(wikitext)
   code = mw_tree.parse(wikitext, skip_style_tags=True)
   renderer = _Renderer(page_title, site)
   out = _Emitter()

@@ -82,3 +82,15 @@ def test_a_parse_that_raises_is_skipped_with_the_error_type(monkeypatch):
   assert (result.outputs, result.mentions) == ([], [])
   assert result.counts == {"pages_failed": 1}
   assert result.skipped == "file rivers.xml, page id 7 ('Ore River'): KeyError: 'boom'"
+
+
+def test_a_page_of_unclosed_markup_is_skipped_at_once_with_why():
+  # mwparserfromhell's tokenizer is quadratic in unclosed openers: this page would take
+  # minutes; it is refused by the count (mw_tree.check_unclosed) and reported.
+  page = xml_dump.Page(8, "Broken Table", 0, "{|\n" * 50000, source="rivers.xml")
+  result = pages.PageParser().parse(page)
+  assert (result.outputs, result.mentions) == ([], [])
+  assert result.counts == {"pages_failed": 1}
+  assert result.skipped.startswith(
+      "file rivers.xml, page id 8 ('Broken Table'): UnclosedMarkupError: 50000 unclosed "
+      "openers (50000 '{|') in 150000 characters")
