@@ -570,7 +570,7 @@ class ExtractWikipedia(beam.PTransform):
 
   Input: (paths, descriptions) or (paths, descriptions, listed titles, listed redirects):
   PCollections of dump paths or ReadItems, (title, text), lists of titles and lists of
-  (redirect, target) (packs: kb_merge.ParseListLinesFn); without the listed titles the KB
+  (redirect, target) (packs: kb_merge.ReadListFileFn); without the listed titles the KB
   merge leaves out the steps only title-only entries need. The KB is merged from all of them
   by kb_merge.MergeKnowledgeBase (one entity per matching key).
 
@@ -645,17 +645,16 @@ class ExtractWikipedia(beam.PTransform):
 
 
 def _read_lists(pipeline, name: str, patterns: Sequence[str], parse, counter: str):
-  """Lines of the files matching `patterns` (plain, .gz or .bz2), parsed with `parse`, in
-  packs (lists: kb_merge.ParseListLinesFn)."""
+  """The files matching `patterns` (title or redirect lists: plain, .gz or .bz2), each read
+  and its lines parsed with `parse` by kb_merge.ReadListFileFn, in packs (lists)."""
   if not patterns:
     return pipeline | f"No{name}" >> beam.Create([])
-  parts = []
-  for i, pattern in enumerate(patterns):
-    parts.append(pipeline
-                 | f"Read{name}{i}" >> beam.io.ReadFromText(pattern)
-                 | f"Parse{name}{i}" >> beam.ParDo(kb_merge.ParseListLinesFn(parse, counter,
-                                                                            pattern)))
-  return parts | f"All{name}" >> beam.Flatten()
+  return (pipeline
+          | f"{name}Patterns" >> beam.Create(list(patterns))
+          | f"Match{name}" >> fileio.MatchAll()
+          # One element per file: workers read them in parallel.
+          | f"Spread{name}" >> beam.Reshuffle()
+          | f"Read{name}" >> beam.ParDo(kb_merge.ReadListFileFn(parse, counter)))
 
 
 def output_prefixes() -> Tuple[str, ...]:

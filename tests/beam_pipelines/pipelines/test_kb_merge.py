@@ -298,6 +298,29 @@ def test_title_list_parsing_reports_bad_lines():
     title_lists.parse_redirect_line("farsi\t_")
 
 
+
+@pytest.mark.parametrize("suffix", ["", ".gz", ".bz2"])
+def test_a_list_file_is_read_in_blocks_with_its_bad_lines_named_and_counted(
+    tmp_path, monkeypatch, caplog, suffix):
+  import bz2  # pylint: disable=g-import-not-at-top
+  from beam_pipelines.parsers import title_lists  # pylint: disable=g-import-not-at-top
+  data = ("page_title\nJürgen_Klinsmann\na\tb\nOre_River\r\n\n".encode("utf-8")
+          + b"Bad_\xff_bytes\n" + "".join(f"T{i}\n" for i in range(5)).encode("utf-8")
+          + b"Last_title")  # no newline at the end
+  path = tmp_path / ("titles.txt" + suffix)
+  path.write_bytes({"": bytes, ".gz": gzip.compress, ".bz2": bz2.compress}[suffix](data))
+  counts = {}
+  monkeypatch.setattr(kb_merge, "_count",
+                      lambda name, n=1: counts.__setitem__(name, counts.get(name, 0) + n))
+  fn = kb_merge.ReadListFileFn(title_lists.parse_title_line, "titles_listed", max_values=3)
+  fn.READ_BYTES = 7  # lines cross the blocks read
+  packs = list(fn.process(str(path)))
+  assert packs == [["Jürgen Klinsmann", "Ore River", "T0"], ["T1", "T2", "T3"],
+                   ["T4", "Last title"]]
+  assert counts == {"titles_listed_read": 8, "titles_listed_invalid": 2}
+  assert f"Skipped line 3 of {path}: a title line holds a tab" in caplog.text
+  assert f"Skipped line 6 of {path}: not UTF-8" in caplog.text
+
 @pytest.fixture(scope="module")
 def full_kb_sample(tmp_path_factory):
   """The first 3,000 titles and redirects of the real all-Wikipedia lists (gz and plain), the
