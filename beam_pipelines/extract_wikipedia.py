@@ -23,9 +23,9 @@ or *-multistream-index.txt.bz2 found beside the dump) are split at bz2 stream of
 ranges that many workers read in parallel; other files are read whole by one worker each. The
 outputs are the same either way.
 
-On the local runner in memory (the default) pages are parsed in as many worker processes as
-this process may use cores (--parse_processes to choose; results come back in page order, so
-the outputs are the same with any number); on other runners and modes 1, the only number
+On the local runner in memory (the default) pages are parsed, and the KB's entities built from
+large buckets, in as many worker processes as this process may use cores (--parse_processes to
+choose; results come back in order, so the outputs are the same with any number); on other runners and modes 1, the only number
 accepted there (their workers already run one process per core, and Beam's local
 multi_threading mode lost values with parse processes).
 
@@ -127,7 +127,8 @@ def _define_flags() -> None:
                      "(> 0).")
   flags.register_validator("multistream_range_mb", lambda mb: int(mb * (1 << 20)) >= 1,
                            message="--multistream_range_mb must be > 0 (at least one byte)")
-  flags.DEFINE_integer("parse_processes", None, "Worker processes that parse pages, 1 to "
+  flags.DEFINE_integer("parse_processes", None, "Worker processes that parse pages and build "
+                       "the KB's entities, 1 to "
                        f"{extraction.MAX_PARSE_PROCESSES} (default: the cores this process may "
                        "use on the local runner in memory, else 1; above 1 only there). The "
                        "outputs are the same with any number.",

@@ -1,10 +1,13 @@
 """Beam pieces shared by the pipelines: deterministic writers, pipeline options, counters."""
 
+import collections
+import concurrent.futures
 import difflib
 import gc
 import hashlib
+import multiprocessing
 import struct
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import apache_beam as beam
 from apache_beam.io.filesystem import CompressionTypes
@@ -350,6 +353,50 @@ def relax_garbage_collection() -> None:
   object of the modules loaded: a quarter of the parse time before gc.freeze."""
   gc.freeze()
   gc.set_threshold(*GC_THRESHOLDS)
+
+
+def init_pool_worker(gc_thresholds: Optional[Tuple[int, int, int]] = GC_THRESHOLDS) -> None:
+  """Initializer of an OrderedPool's worker process: the cyclic garbage collector set as in
+  the step's own process (gc.freeze: in a forked worker, the objects it inherits, which a
+  collection would otherwise touch and so copy, stay out of reach; then `gc_thresholds`)."""
+  gc.freeze()
+  if gc_thresholds:
+    gc.set_threshold(*gc_thresholds)
+
+
+class OrderedPool:
+  """Calls in worker processes (a concurrent.futures pool), their results in the order they
+  were submitted, at most 2 calls per process in flight: how one in-memory run's step uses
+  several cores (issue 17) with the outputs of an inline run, byte for byte. A worker process
+  that dies fails the step (BrokenProcessPool); none is lost silently.
+
+  Args:
+    processes: worker processes (at least 2: with 1, a step runs its work inline).
+    start_method: 'fork' or 'spawn' (multiprocessing; see extraction.ParsePageFn).
+    initializer, initargs: run in each worker process when it starts.
+  """
+
+  def __init__(self, processes: int, start_method: str,
+               initializer: Callable[..., None] = init_pool_worker, initargs: tuple = ()):
+    self._processes = processes
+    self._executor = concurrent.futures.ProcessPoolExecutor(
+        processes, mp_context=multiprocessing.get_context(start_method),
+        initializer=initializer, initargs=initargs)
+    self._in_flight = collections.deque()
+
+  def submit(self, fn: Callable[..., Any], *args) -> None:
+    """Submits fn(*args) (fn and args picklable: a module-level function)."""
+    self._in_flight.append(self._executor.submit(fn, *args))
+
+  def results(self, wait_all: bool = False) -> Iterator[Any]:
+    """Results of the calls in flight, in submission order: every one with `wait_all`, else
+    the oldest ones that are done, and enough to leave at most 2 per process in flight."""
+    while self._in_flight and (wait_all or len(self._in_flight) > 2 * self._processes
+                               or self._in_flight[0].done()):
+      yield self._in_flight.popleft().result()
+
+  def shutdown(self) -> None:
+    self._executor.shutdown(wait=True, cancel_futures=True)
 
 
 def record_size(record: Tuple[Any, bytes]) -> int:

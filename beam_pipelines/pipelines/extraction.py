@@ -25,13 +25,10 @@ Outputs (names from dense_entity/kb/schema.py; TFRecord of tf.train.Example, unc
 redirects.tsv, stats.json and, written last, MANIFEST.json.
 """
 
-import collections
-import concurrent.futures
 import datetime
 import hashlib
 import json
 import logging
-import multiprocessing
 import os
 import socket
 import sys
@@ -296,8 +293,8 @@ class ParsePageFn(beam_io.PackingDoFn):
   skipped page is logged ('Skipped page: file F, page id N (title): reason') and the outputs
   are routed.
 
-  With `processes` > 1 the pages are parsed in that many worker processes (a
-  concurrent.futures pool, made in setup and shut down in teardown):
+  With `processes` > 1 the pages are parsed in that many worker processes (beam_io.OrderedPool,
+  made in setup and shut down in teardown):
   pages go out in batches of about BATCH_CHARS characters (BATCH_PAGES pages at most), at
   most 2 batches per process in flight (memory bounded by them, not by the bundle), and the
   results come back and are emitted in page order, so that the outputs are byte-identical to
@@ -348,20 +345,18 @@ class ParsePageFn(beam_io.PackingDoFn):
     super().setup()
     self._parser = pages_lib.PageParser(self._sites, self._max_page_chars)
     if self._processes > 1 and self._pool is None:
-      self._pool = concurrent.futures.ProcessPoolExecutor(
-          self._processes, mp_context=multiprocessing.get_context(self._start_method),
-          initializer=pages_lib.init_worker,
+      self._pool = beam_io.OrderedPool(
+          self._processes, self._start_method, initializer=pages_lib.init_worker,
           initargs=(self._sites, self._max_page_chars, beam_io.GC_THRESHOLDS))
 
   def teardown(self):
     if self._pool is not None:
-      self._pool.shutdown(wait=True, cancel_futures=True)
+      self._pool.shutdown()
       self._pool = None
 
   def start_bundle(self):
     super().start_bundle()
     self._batch, self._batch_chars = [], 0
-    self._in_flight = collections.deque()
 
   def process(self, page: AnyPage):
     if self._pool is None:
@@ -387,15 +382,13 @@ class ParsePageFn(beam_io.PackingDoFn):
 
   def _submit(self) -> None:
     if self._batch:
-      self._in_flight.append(self._pool.submit(pages_lib.parse_pages, self._batch))
+      self._pool.submit(pages_lib.parse_pages, self._batch)
       self._batch, self._batch_chars = [], 0
 
   def _results(self, wait_all: bool) -> Iterator[pages_lib.PageResult]:
-    """Results of the batches in flight, in page order: every batch with `wait_all`, else
-    the oldest ones that are done, and enough to leave at most 2 per process in flight."""
-    while self._in_flight and (wait_all or len(self._in_flight) > 2 * self._processes
-                               or self._in_flight[0].done()):
-      yield from self._in_flight.popleft().result()
+    """The pages' results of the batches in flight, in page order (beam_io.OrderedPool)."""
+    for results in self._pool.results(wait_all):
+      yield from results
 
   def _emit(self, result: pages_lib.PageResult):
     for name, n in result.counts.items():
@@ -625,7 +618,8 @@ class ExtractWikipedia(beam.PTransform):
       sources["title_packs"] = title_list
     if title_redirects is not None:
       sources["title_redirect_packs"] = title_redirects
-    kb = sources | "MergeKnowledgeBase" >> kb_merge.MergeKnowledgeBase()
+    kb = sources | "MergeKnowledgeBase" >> kb_merge.MergeKnowledgeBase(
+        self._parse_processes, self._parse_start_method)
     split = kb["mentions"] | "SplitAndEncodeMentions" >> beam.ParDo(
         MentionRecordsFn(self._heldout_fraction)).with_outputs(
             MentionRecordsFn.HELDOUT, MentionRecordsFn.ALIAS, main="train")
@@ -703,7 +697,8 @@ def build_pipeline(pipeline: beam.Pipeline, input_patterns: Sequence[str], outpu
     site_infos: the SiteInfo of dump paths whose heads were read already (None for an HTML
       dump: check_inputs' 'site_infos'); the other dumps' heads are read here
       (read_site_infos).
-    parse_processes: worker processes of each parse step (ParsePageFn; 1: none).
+    parse_processes: worker processes of each parse step (ParsePageFn) and of the entity
+      build (kb_merge.BuildEntitiesFn); 1: none.
     parse_start_method: how they start ('spawn' or 'fork': see ParsePageFn).
 
   Returns:
@@ -1217,8 +1212,9 @@ def run(input_patterns: Sequence[str], output_dir: str,
     range_bytes: compressed bytes per read range of an indexed multistream dump.
     title_lists: file patterns of title lists (see build_pipeline).
     redirect_lists: file patterns of redirect lists (see build_pipeline).
-    parse_processes: worker processes that parse pages (ParsePageFn; above 1 only on the
-      local runner in memory: check_parse_processes); None:
+    parse_processes: worker processes that parse pages (ParsePageFn) and build the KB's
+      entities (kb_merge.BuildEntitiesFn; above 1 only on the local runner in memory:
+      check_parse_processes); None:
       default_parse_processes(pipeline_options).
 
   Returns:
@@ -1256,7 +1252,7 @@ def run(input_patterns: Sequence[str], output_dir: str,
   if parse_processes is None:
     parse_processes = default_parse_processes(pipeline_options)
   start_method = default_parse_start_method(pipeline_options)
-  logging.info("Parsing pages in %d process(es)%s.", parse_processes,
+  logging.info("Parsing pages and building entities in %d process(es)%s.", parse_processes,
                f" ({start_method})" if parse_processes > 1 else "")
   if not FileSystems.exists(output_dir):
     FileSystems.mkdirs(output_dir)
