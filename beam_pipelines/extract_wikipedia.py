@@ -25,9 +25,9 @@ outputs are the same either way.
 
 On the local runner in memory (the default) pages are parsed, and the KB's entities built from
 large buckets, in as many worker processes as this process may use cores (--parse_processes to
-choose; results come back in order, so the outputs are the same with any number); on other runners and modes 1, the only number
-accepted there (their workers already run one process per core, and Beam's local
-multi_threading mode lost values with parse processes).
+choose; results come back in order, so the outputs are the same with any number); on other
+runners and modes 1, the only number accepted there (their workers already run one process
+per core, and Beam's local multi_threading mode lost values with parse processes).
 
 Any language's Wikipedia: each dump's <siteinfo> header is read once before the pipeline runs,
 and its pages are read with that wiki's localized namespace names (categories, files,

@@ -409,6 +409,14 @@ def in_global_window(element):
   return beam.transforms.window.GlobalWindows.windowed_value(element)
 
 
+def output_in_global_window(output):
+  """A process() output (a value or a TaggedOutput) as finish_bundle outputs it: the value,
+  or the tagged output's value, in_global_window."""
+  if isinstance(output, beam.pvalue.TaggedOutput):
+    return beam.pvalue.TaggedOutput(output.tag, in_global_window(output.value))
+  return in_global_window(output)
+
+
 class PackingDoFn(beam.DoFn):
   """Base of the DoFns that send packs instead of values (each Beam element costs an encode,
   a decode and a call at every step; issue 17): `self._packs` (Packs, with the bounds given)

@@ -374,10 +374,7 @@ class ParsePageFn(beam_io.PackingDoFn):
       self._submit()
       for result in self._results(wait_all=True):
         for output in self._emit(result):
-          if isinstance(output, beam.pvalue.TaggedOutput):
-            yield beam.pvalue.TaggedOutput(output.tag, beam_io.in_global_window(output.value))
-          else:
-            yield beam_io.in_global_window(output)
+          yield beam_io.output_in_global_window(output)
     yield from super().finish_bundle()
 
   def _submit(self) -> None:

@@ -655,24 +655,21 @@ class BuildEntitiesFn(beam.DoFn):
       self._pool = None
 
   def process(self, element):
-    packs = list(element[1])
+    bucket = element[0], list(element[1])  # the shuffle's iterable, read once
     if self._pool is None and (self._processes == 1
-                               or sum(map(len, packs)) < self.POOL_VALUES):
+                               or sum(map(len, bucket[1])) < self.POOL_VALUES):
       with summing_counts():
-        yield from build_bucket(element, self._title_only_rules)
+        yield from build_bucket(bucket, self._title_only_rules)
       return
     if self._pool is None:  # from here on every bucket goes through it (outputs in order)
       self._pool = beam_io.OrderedPool(self._processes, self._start_method)
-    self._pool.submit(_in_worker, build_bucket, (element[0], packs), self._title_only_rules)
+    self._pool.submit(_in_worker, build_bucket, bucket, self._title_only_rules)
     yield from self._results(wait_all=False)
 
   def finish_bundle(self):
     if self._pool is not None:
       for output in self._results(wait_all=True):
-        if isinstance(output, beam.pvalue.TaggedOutput):
-          yield beam.pvalue.TaggedOutput(output.tag, beam_io.in_global_window(output.value))
-        else:
-          yield beam_io.in_global_window(output)
+        yield beam_io.output_in_global_window(output)
       # Gone with the bundle: forked from a process of several GB, a worker kept alive would
       # hold on to every page that process writes afterwards (copy-on-write).
       self.teardown()
