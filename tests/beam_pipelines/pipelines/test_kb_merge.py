@@ -1,11 +1,14 @@
 """The KB merge (beam_pipelines.pipelines.kb_merge) on small hand-written sources, and the
 extraction with real title and redirect lists."""
 
+import bz2
 import gzip
 import itertools
 import json
+import lzma
 import os
 import pickle
+import re
 import zlib
 
 import apache_beam as beam
@@ -302,7 +305,6 @@ def test_title_list_parsing_reports_bad_lines():
 @pytest.mark.parametrize("suffix", ["", ".gz", ".bz2"])
 def test_a_list_file_is_read_in_blocks_with_its_bad_lines_named_and_counted(
     tmp_path, monkeypatch, caplog, suffix):
-  import bz2  # pylint: disable=g-import-not-at-top
   from beam_pipelines.parsers import title_lists  # pylint: disable=g-import-not-at-top
   data = ("page_title\nJürgen_Klinsmann\na\tb\nOre_River\r\n\n".encode("utf-8")
           + b"Bad_\xff_bytes\n" + "".join(f"T{i}\n" for i in range(5)).encode("utf-8")
@@ -320,6 +322,43 @@ def test_a_list_file_is_read_in_blocks_with_its_bad_lines_named_and_counted(
   assert counts == {"titles_listed_read": 8, "titles_listed_invalid": 2}
   assert f"Skipped line 3 of {path}: a title line holds a tab" in caplog.text
   assert f"Skipped line 6 of {path}: not UTF-8" in caplog.text
+
+_COMPRESS = {".gz": gzip.compress, ".bz2": bz2.compress, ".xz": lzma.compress}
+
+
+@pytest.mark.parametrize("suffix", [".gz", ".bz2", ".xz"])
+def test_a_compressed_list_cut_short_or_corrupt_fails_naming_the_file(tmp_path, suffix):
+  from beam_pipelines.parsers import title_lists  # pylint: disable=g-import-not-at-top
+  data = "".join(f"Title_{i}_{i * 7919 % 1000003}\n" for i in range(20000)).encode("utf-8")
+  whole = _COMPRESS[suffix](data)
+  fn = kb_merge.ReadListFileFn(title_lists.parse_title_line, "titles_listed")
+  fn.READ_BYTES = 4096
+  # Two members (gzip) or streams (bz2, xz) one after the other are one list, read whole.
+  both = tmp_path / ("both.txt" + suffix)
+  both.write_bytes(whole + whole)
+  assert sum(len(pack) for pack in fn.process(str(both))) == 40000
+  cut = tmp_path / ("cut.txt" + suffix)
+  cut.write_bytes(whole[:len(whole) // 2])
+  with pytest.raises(ValueError, match=re.escape(str(cut)) + ": its compressed data is truncated"):
+    list(fn.process(str(cut)))
+  corrupt = bytearray(whole)
+  corrupt[len(whole) // 2] ^= 0xFF
+  bad = tmp_path / ("corrupt.txt" + suffix)
+  bad.write_bytes(bytes(corrupt))
+  with pytest.raises(ValueError, match=re.escape(str(bad))):
+    list(fn.process(str(bad)))
+
+
+def test_an_extraction_with_a_list_cut_short_fails_and_publishes_nothing(tmp_path):
+  data = "".join(f"Title_{i}\n" for i in range(3000)).encode("utf-8")
+  whole = gzip.compress(data)
+  (tmp_path / "titles.txt.gz").write_bytes(whole[:len(whole) // 2])
+  out = tmp_path / "extract"
+  with pytest.raises(ValueError, match="titles.txt.gz: its compressed data is truncated"):
+    extraction.run([samples.gensim_sample_path()], str(out),
+                   title_lists=[str(tmp_path / "titles.txt.gz")], parse_processes=1)
+  assert not any(name for name in os.listdir(out) if not name.startswith(".staging"))
+
 
 @pytest.fixture(scope="module")
 def full_kb_sample(tmp_path_factory):
