@@ -22,7 +22,7 @@ mwparserfromhell/parser/builder.py (0.7, MIT licence).
 import collections
 import logging
 import re
-from typing import Any, Dict, List
+from typing import Any, Dict, FrozenSet, List, Optional, Tuple
 
 import mwparserfromhell
 from mwparserfromhell import nodes as mw_nodes
@@ -68,7 +68,20 @@ def _text(value: Any) -> mw_nodes.Text:
 
 # pylint: disable=protected-access
 class FastBuilder(mw_builder.Builder):
-  """mwparserfromhell's Builder, creating the frequent nodes without their property setters."""
+  """mwparserfromhell's Builder, creating the frequent nodes without their property setters.
+
+  Args:
+    opaque_tags: lower-case names of tags whose contents the caller only reads as wikitext
+      (str): each such tag's contents become one Text node holding their wikitext, made from
+      the tokens (_opaque_source) without building their nodes, when every token inside is of
+      a kind whose wikitext is fixed (text, templates, arguments, wikilinks, external links,
+      HTML entities, comments); contents holding a tag or a heading are built as usual. The
+      wikitext of the tree is the same either way, its nodes are not.
+  """
+
+  def __init__(self, opaque_tags: FrozenSet[str] = frozenset()):
+    super().__init__()
+    self._opaque_tags = opaque_tags
 
   def _handle_token(self, token):
     handler = _FAST_HANDLERS.get(type(token))
@@ -255,6 +268,16 @@ class FastBuilder(mw_builder.Builder):
         padding = token.get("padding") or ""
         tag = self._pop()
         self._push()
+        if self._opaque_tags:
+          name = tag._nodes
+          if (len(name) == 1 and type(name[0]) is _Text
+              and name[0]._value.strip().lower() in self._opaque_tags):
+            found = _opaque_source(stack)
+            if found is not None:
+              source, close_at = found
+              del stack[close_at + 1:]
+              if source:
+                self._stacks[-1].append(_text(source))
       elif kind is tokens.TagOpenClose:
         closing_wiki_markup = token.get("wiki_markup")
         contents = self._pop()
@@ -304,6 +327,95 @@ class FastBuilder(mw_builder.Builder):
       self._stacks[-1].append(self._handle_token(self._tokens.pop()))
     return self._pop()
 # pylint: enable=protected-access
+
+
+# The wikitext of the tokens that always stand for the same characters (_opaque_source).
+_FIXED_SOURCE = {
+    tokens.TemplateOpen: "{{", tokens.TemplateParamSeparator: "|",
+    tokens.TemplateParamEquals: "=", tokens.TemplateClose: "}}", tokens.ArgumentOpen: "{{{",
+    tokens.ArgumentSeparator: "|", tokens.ArgumentClose: "}}}", tokens.WikilinkOpen: "[[",
+    tokens.WikilinkSeparator: "|", tokens.WikilinkClose: "]]", tokens.HTMLEntityStart: "&",
+    tokens.HTMLEntityNumeric: "#", tokens.HTMLEntityEnd: ";", tokens.CommentStart: "<!--",
+    tokens.CommentEnd: "-->"}
+# How each construct's tokens move its state (_opaque_source): token kind -> {state before:
+# state after}; None after: the construct closes. States: template name 'tn', parameter
+# before '=' 't', after it 'T'; argument name 'a', default 'A'; wikilink title 'w', text 'W';
+# external link with brackets 'eb', its title 'EB', free link 'ef'. A token met in another
+# state (a second separator, which the builder would let replace what came before it; a free
+# link's title, which is not printed) makes the contents built, not joined.
+_MOVES = {
+    tokens.TemplateParamSeparator: {"tn": "t", "t": "t", "T": "t"},
+    tokens.TemplateParamEquals: {"t": "T"},
+    tokens.TemplateClose: {"tn": None, "t": None, "T": None},
+    tokens.ArgumentSeparator: {"a": "A"},
+    tokens.ArgumentClose: {"a": None, "A": None},
+    tokens.WikilinkSeparator: {"w": "W"},
+    tokens.WikilinkClose: {"w": None, "W": None},
+    tokens.ExternalLinkSeparator: {"eb": "EB"},
+    tokens.ExternalLinkClose: {"eb": None, "EB": None, "ef": None},
+}
+_OPENS = {tokens.TemplateOpen: "tn", tokens.ArgumentOpen: "a", tokens.WikilinkOpen: "w"}
+_Text_token = tokens.Text
+
+
+def _opaque_source(stack: List) -> Optional[Tuple[str, int]]:
+  """The wikitext of a tag's contents from its tokens, without nodes (FastBuilder's
+  opaque_tags): `stack` is the builder's reversed token list, its last token the first of the
+  contents. Returns (wikitext, index in `stack` of the TagOpenClose that ends the contents),
+  or None when a token inside is not one whose wikitext is fixed or plain (a tag, a heading,
+  a token out of its place: _MOVES) or no TagOpenClose follows: the caller builds the nodes.
+
+  Each token stands for what the node mwparserfromhell builds of it prints (str): Template
+  '{{' name ('|' [key '='] value)* '}}', Argument '{{{' name ['|' default] '}}}', Wikilink
+  '[[' title ['|' text] ']]', ExternalLink '[' url [' ' (or '' with suppress_space) title]
+  ']' with brackets, else its url, HTMLEntity '&' ['#' ['x' or 'X']] value ';', Comment
+  '<!--' text '-->'.
+  """
+  parts = []
+  append = parts.append
+  fixed, moves, opens = _FIXED_SOURCE, _MOVES, _OPENS
+  states = []  # of the constructs open, innermost last
+  i = len(stack) - 1
+  while i >= 0:
+    token = stack[i]
+    i -= 1
+    kind = type(token)
+    if kind is _Text_token:
+      text = token.get("text")
+      append(text if type(text) is str else str(text))
+      continue
+    if kind is tokens.TagOpenClose:
+      return ("".join(parts), i + 1) if not states else None
+    move = moves.get(kind)
+    before = None
+    if move is not None:
+      if not states or states[-1] not in move:
+        return None
+      before = states[-1]
+      after = move[before]
+      if after is None:
+        states.pop()
+      else:
+        states[-1] = after
+    if kind is tokens.ExternalLinkOpen:
+      brackets = bool(token.get("brackets"))
+      states.append("eb" if brackets else "ef")
+      append("[" if brackets else "")
+    elif kind is tokens.ExternalLinkSeparator:
+      append("" if token.get("suppress_space") is True else " ")
+    elif kind is tokens.ExternalLinkClose:
+      append("" if before == "ef" else "]")
+    else:
+      value = fixed.get(kind)
+      if value is None:
+        if kind is tokens.HTMLEntityHex and token.get("char") in ("x", "X"):
+          value = token.get("char")
+        else:
+          return None
+      append(value)
+      if kind in opens:
+        states.append(opens[kind])
+  return None
 
 
 _FAST_HANDLERS = {
@@ -361,6 +473,13 @@ def _self_check() -> bool:
     expected = mwparserfromhell.parse(_SAMPLE, skip_style_tags=skip_style_tags)
     got = FastBuilder().build(_Tokenizer().tokenize(_SAMPLE, 0, skip_style_tags))
     if not _same_tree(expected, got) or str(got) != _SAMPLE:
+      return False
+    # Opaque tags: the same wikitext, and the ref's contents one Text node of it.
+    opaque = FastBuilder(frozenset(["ref"])).build(
+        _Tokenizer().tokenize(_SAMPLE, 0, skip_style_tags))
+    refs = [n for n in opaque.filter_tags(recursive=False) if str(n.tag) == "ref"]
+    if (str(opaque) != _SAMPLE or not refs or len(refs[0].contents.nodes) != 1
+        or str(refs[0].contents) != "cite [[In ref]]"):
       return False
   return True
 
@@ -443,12 +562,20 @@ def check_unclosed(wikitext: str, max_work: int = MAX_UNCLOSED_WORK) -> None:
         f"would read about {work:.2g} characters (quadratic in the length; limit {max_work:.2g})")
 
 
-def parse(wikitext: str, skip_style_tags: bool = False) -> Wikicode:
+def parse(wikitext: str, skip_style_tags: bool = False,
+          opaque_tags: FrozenSet[str] = frozenset()) -> Wikicode:
   """mwparserfromhell.parse(wikitext, skip_style_tags=...), the same tree, built faster.
+
+  Args:
+    wikitext: the text to parse.
+    skip_style_tags: as mwparserfromhell.parse's ("''" and "'''" stay text).
+    opaque_tags: lower-case tag names whose contents the caller reads only as wikitext (str):
+      they may come as one Text node of their wikitext instead of their nodes (FastBuilder).
+      The tree's wikitext, and that of every node, is the same.
 
   Raises:
     mwparserfromhell.parser.ParserError: as mwparserfromhell.parse.
   """
   if not FAST:
     return mwparserfromhell.parse(wikitext, skip_style_tags=skip_style_tags)
-  return FastBuilder().build(_Tokenizer().tokenize(wikitext, 0, skip_style_tags))
+  return FastBuilder(opaque_tags).build(_Tokenizer().tokenize(wikitext, 0, skip_style_tags))

@@ -1021,7 +1021,8 @@ def parse_article(wikitext: str, page_title: str,
     # start, so the indentation is removed before parsing.
     wikitext = _INDENTED_TABLE.sub("", wikitext)
   mw_tree.check_unclosed(wikitext)
-  code = mw_tree.parse(wikitext, skip_style_tags=True)
+  # The renderer reads a <ref>'s contents only as wikitext (count_links_in): not built.
+  code = mw_tree.parse(wikitext, skip_style_tags=True, opaque_tags=_REF_TAGS)
   renderer = _Renderer(page_title, site)
   out = _Emitter()
   renderer.walk(code.nodes, out, mentions=True)

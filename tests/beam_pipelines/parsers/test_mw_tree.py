@@ -36,6 +36,60 @@ def test_same_tree_as_mwparserfromhell_on_real_wikitext():
                               mw_tree.parse(text, skip_style_tags=True)), path
 
 
+_REFS = frozenset(["ref", "references"])
+
+
+def test_an_opaque_tags_contents_are_one_text_node_of_their_wikitext():
+  inner = ("{{cite web|url=http://a.org/x|title=T [[L|l]]|a=b=c}} [http://e.org e]"
+           "[http://f.org] http://free.org &amp;&#91;&#x5B; <!-- c [[x]] --> {{{1|d}}} [[M]]s")
+  text = f"Before <ref name=n>{inner}</ref> after <Ref>[[A]]</Ref><ref></ref><ref/>"
+  got = mw_tree.parse(text, skip_style_tags=True, opaque_tags=_REFS)
+  assert str(got) == text
+  tags = got.filter_tags(recursive=False)
+  assert [str(t.contents) for t in tags] == [inner, "[[A]]", "", ""]
+  assert [[type(n) for n in t.contents.nodes] for t in tags] == [
+      [mwparserfromhell.nodes.Text], [mwparserfromhell.nodes.Text], [], []]
+  assert str(tags[0].attributes[0]) == " name=n"  # attributes are built as always
+  # Other tags are built as always.
+  assert [type(n) for n in mw_tree.parse("<span>[[A]]</span>", opaque_tags=_REFS).nodes[
+      0].contents.nodes] == [mwparserfromhell.nodes.Wikilink]
+
+
+@pytest.mark.parametrize("inner", [
+    "a <span>[[b]]</span> c",  # a tag inside
+    "a\n== h ==\nb",  # a heading inside
+    "{{a|b",  # an unclosed template (text, then the tokens go on)
+])
+def test_an_opaque_tag_holding_what_is_not_plain_is_built_as_usual(inner):
+  text = f"<ref>{inner}</ref> [[after]]"
+  expected = mwparserfromhell.parse(text, skip_style_tags=True)
+  got = mw_tree.parse(text, skip_style_tags=True, opaque_tags=_REFS)
+  assert str(got) == text
+  if "span" in inner or "==" in inner:
+    assert mw_tree._same_tree(expected, got)
+
+
+def test_opaque_tags_change_no_wikitext_of_real_pages():
+  paths = sorted(glob.glob(testutil.shared_data("wikitext_en", "*.txt")))
+  if not paths:
+    pytest.skip("no ../shared/data/wikitext_en")
+  opaque = 0
+  for path in paths:
+    with open(path, encoding="utf-8") as f:
+      text = f.read()
+    got = mw_tree.parse(text, skip_style_tags=True, opaque_tags=_REFS)
+    expected = mwparserfromhell.parse(text, skip_style_tags=True)
+    assert str(got) == text, path
+    got_refs = [t for t in got.filter_tags(recursive=True) if str(t.tag).lower() == "ref"]
+    expected_refs = [t for t in expected.filter_tags(recursive=True)
+                     if str(t.tag).lower() == "ref"]
+    assert [str(t) for t in got_refs] == [str(t) for t in expected_refs], path
+    opaque += sum(len(t.contents.nodes) == 1 and any(
+        type(n) is not mwparserfromhell.nodes.Text for n in e.contents.nodes)
+                  for t, e in zip(got_refs, expected_refs))
+  assert opaque > 100  # refs holding templates or links came as one Text node
+
+
 def test_a_different_tree_is_noticed():
   a = mw_tree.parse("[[a|b]]")
   b = mw_tree.parse("[[a|c]]")
