@@ -9,7 +9,6 @@ outputs do not reach; the step adds the counts and emits the outputs in page ord
 both ways give the same outputs byte for byte.
 """
 
-import gc
 from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 from beam_pipelines.dumps import html_dump
@@ -231,16 +230,11 @@ class _Skip(Exception):
 _WORKER_PARSER: Optional[PageParser] = None
 
 
-def init_worker(sites: Optional[Dict[str, xml_dump.SiteInfo]], max_page_chars: int,
-                gc_thresholds: Optional[Tuple[int, int, int]] = None) -> None:
-  """Initializer of a parse worker process: its PageParser, and the cyclic garbage collector
-  set as in the step's own process (gc.freeze, then `gc_thresholds`: a page's parse makes and
-  drops tens of thousands of small objects)."""
+def init_worker(sites: Optional[Dict[str, xml_dump.SiteInfo]], max_page_chars: int) -> None:
+  """Initializer of a parse worker process: its PageParser (the pool that starts the process
+  sets its garbage collector first: pipelines.beam_io.init_pool_worker)."""
   global _WORKER_PARSER
   _WORKER_PARSER = PageParser(sites, max_page_chars)
-  gc.freeze()
-  if gc_thresholds:
-    gc.set_threshold(*gc_thresholds)
 
 
 def parse_pages(pages: Sequence[AnyPage]) -> List[PageResult]:

@@ -355,13 +355,28 @@ def relax_garbage_collection() -> None:
   gc.set_threshold(*GC_THRESHOLDS)
 
 
-def init_pool_worker(gc_thresholds: Optional[Tuple[int, int, int]] = GC_THRESHOLDS) -> None:
+def init_pool_worker(gc_thresholds: Optional[Tuple[int, int, int]] = GC_THRESHOLDS,
+                     initializer: Optional[Callable[..., None]] = None,
+                     initargs: tuple = ()) -> None:
   """Initializer of an OrderedPool's worker process: the cyclic garbage collector set as in
   the step's own process (gc.freeze: in a forked worker, the objects it inherits, which a
-  collection would otherwise touch and so copy, stay out of reach; then `gc_thresholds`)."""
+  collection would otherwise touch and so copy, stay out of reach; then `gc_thresholds`),
+  then initializer(*initargs), the step's own."""
   gc.freeze()
   if gc_thresholds:
     gc.set_threshold(*gc_thresholds)
+  if initializer is not None:
+    initializer(*initargs)
+
+
+def check_processes(processes: int) -> None:
+  """Refuses a number of worker processes below 1 (a DoFn's `processes`, at construction).
+
+  Raises:
+    ValueError: `processes` is below 1.
+  """
+  if processes < 1:
+    raise ValueError(f"processes must be at least 1, got {processes}")
 
 
 class OrderedPool:
@@ -373,15 +388,16 @@ class OrderedPool:
   Args:
     processes: worker processes (at least 2: with 1, a step runs its work inline).
     start_method: 'fork' or 'spawn' (multiprocessing; see extraction.ParsePageFn).
-    initializer, initargs: run in each worker process when it starts.
+    initializer, initargs: run in each worker process when it starts, after init_pool_worker
+      has set its garbage collector (picklable: a module-level function).
   """
 
   def __init__(self, processes: int, start_method: str,
-               initializer: Callable[..., None] = init_pool_worker, initargs: tuple = ()):
+               initializer: Optional[Callable[..., None]] = None, initargs: tuple = ()):
     self._processes = processes
     self._executor = concurrent.futures.ProcessPoolExecutor(
         processes, mp_context=multiprocessing.get_context(start_method),
-        initializer=initializer, initargs=initargs)
+        initializer=init_pool_worker, initargs=(GC_THRESHOLDS, initializer, initargs))
     self._in_flight = collections.deque()
 
   def submit(self, fn: Callable[..., Any], *args) -> None:

@@ -333,8 +333,7 @@ class ParsePageFn(beam_io.PackingDoFn):
     # The mentions' packs (PackingDoFn, whose setup also relaxes the garbage collector: a
     # page's parse makes and drops tens of thousands of small objects).
     super().__init__(size_of=kb_merge.payload_size)
-    if processes < 1:
-      raise ValueError(f"processes must be at least 1, got {processes}")
+    beam_io.check_processes(processes)
     self._max_page_chars = max_page_chars
     self._sites = dict(sites or {})
     self._processes = processes
@@ -347,7 +346,7 @@ class ParsePageFn(beam_io.PackingDoFn):
     if self._processes > 1 and self._pool is None:
       self._pool = beam_io.OrderedPool(
           self._processes, self._start_method, initializer=pages_lib.init_worker,
-          initargs=(self._sites, self._max_page_chars, beam_io.GC_THRESHOLDS))
+          initargs=(self._sites, self._max_page_chars))
 
   def teardown(self):
     if self._pool is not None:

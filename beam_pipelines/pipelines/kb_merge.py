@@ -643,8 +643,7 @@ class BuildEntitiesFn(beam.DoFn):
 
   def __init__(self, title_only_rules: bool, processes: int = 1, start_method: str = "spawn"):
     super().__init__()
-    if processes < 1:
-      raise ValueError(f"processes must be at least 1, got {processes}")
+    beam_io.check_processes(processes)
     self._title_only_rules = title_only_rules
     self._processes = processes
     self._start_method = start_method

@@ -173,3 +173,36 @@ def test_packed_records_give_the_same_shard_files(tmp_path):
     assert (tmp_path / name).read_bytes() == (tmp_path / name.replace("one", "packed")).read_bytes()
   assert sum(1 for name in one for _ in tf.data.TFRecordDataset(str(tmp_path / name))) == 10
   assert [f.name for f in tmp_path.glob("none-*")] == ["none-00000-of-00001.tfrecord"]
+
+
+def _worker_state(tag):
+  import gc  # pylint: disable=g-import-not-at-top
+  return tag, gc.get_threshold(), _WORKER_TAG
+
+
+_WORKER_TAG = None
+
+
+def _set_worker_tag(tag):
+  global _WORKER_TAG
+  _WORKER_TAG = tag
+
+
+@pytest.mark.parametrize("start_method", ["fork", "spawn"])
+def test_an_ordered_pool_sets_its_workers_up_then_gives_results_in_submission_order(
+    start_method):
+  pool = beam_io.OrderedPool(2, start_method, initializer=_set_worker_tag,
+                             initargs=("set up",))
+  try:
+    for i in range(7):
+      pool.submit(_worker_state, i)
+    results = list(pool.results(wait_all=True))
+  finally:
+    pool.shutdown()
+  assert results == [(i, beam_io.GC_THRESHOLDS, "set up") for i in range(7)]
+
+
+def test_a_step_with_no_worker_process_is_refused():
+  from beam_pipelines.pipelines import kb_merge  # pylint: disable=g-import-not-at-top
+  with pytest.raises(ValueError, match="processes must be at least 1, got 0"):
+    kb_merge.BuildEntitiesFn(title_only_rules=True, processes=0)
