@@ -39,6 +39,18 @@ def normalize_title(title: str, first_letter: bool = True) -> str:
     The normalized title, '' when nothing is left (e.g. '#Section' or '  ').
   """
   t = title.split("#", 1)[0]
+  if t.isascii() and "%" not in t and "&" not in t:
+    # Most titles: what _normalize_steps makes of ASCII (nothing to decode; NFC leaves ASCII
+    # as it is; '_' and whitespace runs to one space, trimmed), without its regular expression.
+    t = " ".join(t.replace("_", " ").split())
+    if not t or not first_letter:
+      return t
+    return t[0].upper() + t[1:]
+  return _normalize_steps(t, first_letter)
+
+
+def _normalize_steps(t: str, first_letter: bool) -> str:
+  """normalize_title's steps after the fragment is cut, for any text."""
   if "%" in t:
     t = urllib.parse.unquote(t)
   if "&" in t:
@@ -119,6 +131,11 @@ def match_key(title: str) -> str:
   Returns:
     The key ('jurgen klinsmann'); '' when the title normalizes to nothing.
   """
+  if title.isascii() and "%" not in title and "&" not in title and "#" not in title:
+    # What normalize_title and fold_text make of an ASCII title that nothing decodes or cuts:
+    # '_' and whitespace runs to one space, trimmed, lower-cased (the first letter's
+    # upper-casing undone by the folding).
+    return " ".join(title.replace("_", " ").lower().split())
   return fold_text(normalize_title(title))
 
 

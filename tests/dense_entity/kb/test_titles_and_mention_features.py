@@ -1,5 +1,6 @@
 """Title normalization, redirect resolution, alias keys and the four mention features."""
 
+import os
 import random
 
 import pytest
@@ -9,6 +10,7 @@ from dense_entity.kb import schema
 from dense_entity.kb.mention_features import mention_features, sentence_spans
 from dense_entity.kb import titles
 from dense_entity.kb.titles import alias_key, normalize_title, resolve_redirect
+from tests import testutil
 
 
 @pytest.mark.parametrize("raw,expected", [
@@ -223,3 +225,37 @@ def test_sentence_offsets_are_blingfires_with_reused_buffers(monkeypatch):
           array[i] = 7
   assert buffers.count >= 2 * 280  # lines within the bound used the kept buffers
   assert buffers.count < 2 * len(long_line.encode())  # the long one got its own
+
+
+def _real_titles(n=100_000):
+  import gzip  # pylint: disable=g-import-not-at-top
+  import itertools  # pylint: disable=g-import-not-at-top
+  out = []
+  for name in ("enwiki-titles-lowercase.txt.gz", "enwiki-redirects-lowercase.tsv.gz"):
+    path = testutil.shared_data("kb", name)
+    if os.path.exists(path):
+      with gzip.open(path, "rt", encoding="utf-8") as f:
+        for line in itertools.islice(f, n):
+          out.extend(line.rstrip("\n").split("\t"))
+  return out
+
+
+# ASCII titles the fast paths take, with every ASCII whitespace and control character
+# (str.split and the regular expression's \s agree on them: \x1c-\x1f are whitespace to both).
+_ASCII_CASES = ["the_Silver Owls", "  a__b  ", "_", "", "x\x1cy\x1d z\x1e\x1f",
+                "a\tb\nc\rd\x0be\x0cf", "\x00a\x7f", "1990s", "iPod", "a#b", "#only", "50% off", "AT&amp;T", "AT&T",
+                "100%AB", "Kestrel%27s_Rock"]
+
+
+def test_the_fast_paths_for_ascii_titles_give_what_every_step_gives():
+  # normalize_title and match_key take ASCII titles without '%', '&' (and, for match_key,
+  # '#') by a shorter way; it must give what the general steps give.
+  cases = _ASCII_CASES + [chr(c) + "a b" for c in range(128)] + _real_titles()
+  assert len(cases) > 150_000
+  for title in cases:
+    cut = title.split("#", 1)[0]
+    for first_letter in (True, False):
+      assert titles.normalize_title(title, first_letter) == titles._normalize_steps(
+          cut, first_letter), repr(title)
+    assert titles.match_key(title) == titles.fold_text(
+        titles._normalize_steps(cut, True)), repr(title)
