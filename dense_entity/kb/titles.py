@@ -20,6 +20,7 @@ from anyascii import anyascii
 MAX_REDIRECT_HOPS = 8
 
 _WHITESPACE = re.compile(r"[\s_\u00a0\u200e\u200f]+")
+_SPACES = re.compile(r"\s+")
 
 
 def normalize_title(title: str, first_letter: bool = True) -> str:
@@ -99,8 +100,10 @@ def alias_key(mention_text: str) -> str:
   NFKC-normalized, case-folded, whitespace runs (including NBSP) collapsed and trimmed:
   'Lake\u00a0Ore' and ' lake  ore' both give 'lake ore'.
   """
+  if mention_text.isascii():  # NFKC leaves ASCII as it is; ASCII case-folds as it lowers
+    return " ".join(mention_text.lower().split())
   t = unicodedata.normalize("NFKC", mention_text).casefold()
-  return re.sub(r"\s+", " ", t).strip()
+  return _SPACES.sub(" ", t).strip()
 
 
 @functools.lru_cache(maxsize=8192)

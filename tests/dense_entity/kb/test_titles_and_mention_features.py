@@ -2,6 +2,8 @@
 
 import os
 import random
+import re
+import unicodedata
 
 import pytest
 
@@ -259,3 +261,5 @@ def test_the_fast_paths_for_ascii_titles_give_what_every_step_gives():
           cut, first_letter), repr(title)
     assert titles.match_key(title) == titles.fold_text(
         titles._normalize_steps(cut, True)), repr(title)
+    nfkc = unicodedata.normalize("NFKC", title).casefold()
+    assert alias_key(title) == re.sub(r"\s+", " ", nfkc).strip(), repr(title)
