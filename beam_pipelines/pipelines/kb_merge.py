@@ -931,12 +931,15 @@ def _lines_of(path: str, read_bytes: int) -> Iterator[Optional[str]]:
       is published).
   """
   lines = 0
+  # Errors of Python's decompressors only (a plain file's read errors are what they say).
+  errors = (_DECOMPRESS_ERRORS if CompressionTypes.detect_compression_type(path) in _DECOMPRESSORS
+            else ())
   with _open_list(path) as f:
     rest = b""
     while True:
       try:
         block = f.read(read_bytes)
-      except _DECOMPRESS_ERRORS as e:
+      except errors as e:
         raise ValueError(
             f"{path}: its compressed data is truncated or corrupt ({type(e).__name__}: {e}); "
             f"{lines} lines were read before") from e
