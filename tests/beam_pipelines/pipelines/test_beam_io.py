@@ -1,5 +1,7 @@
 """Pipeline options: a local runner that needs no download unless --runner says otherwise."""
 
+import sys
+
 from apache_beam.options.pipeline_options import DirectOptions
 from apache_beam.options.pipeline_options import StandardOptions
 from apache_beam.options.pipeline_options import TypeOptions
@@ -214,6 +216,39 @@ def test_packed_records_give_the_same_shard_files(tmp_path):
   assert sum(1 for name in one for _ in tf.data.TFRecordDataset(str(tmp_path / name))) == 10
   assert [f.name for f in tmp_path.glob("none-*")] == ["none-00000-of-00001.tfrecord"]
 
+
+
+def test_every_shard_is_written_and_listed_when_records_leave_some_empty(tmp_path):
+  """3 records into 6 shards: every shard file exists (the empty ones with no bytes), and the
+  transform lists each file once with its record count."""
+  # pylint: disable=g-import-not-at-top
+  import apache_beam as beam
+  from apache_beam.testing import test_pipeline
+  from apache_beam.testing import util
+  # pylint: enable=g-import-not-at-top
+  records = [("a", b"A"), ("b", b"B"), ("c", b"C")]
+  prefix = str(tmp_path / "few")
+  shards = {beam_io.shard_of(key, 6) for key, _ in records}
+  expected = [(f"{prefix}-{i:05d}-of-00006.tfrecord",
+               sum(beam_io.shard_of(key, 6) == i for key, _ in records)) for i in range(6)]
+  with test_pipeline.TestPipeline() as p:
+    listed = (p | beam.Create([records])
+              | beam_io.WriteShardedTFRecords(prefix, num_shards=6, packed=True))
+    util.assert_that(listed, util.equal_to(expected))
+  files = sorted(tmp_path.glob("few-*"))
+  assert [f.name for f in files] == [f"few-{i:05d}-of-00006.tfrecord" for i in range(6)]
+  assert [f.stat().st_size > 0 for f in files] == [i in shards for i in range(6)]
+  assert sorted(r for f in files for r in tf.data.TFRecordDataset(str(f)).as_numpy_iterator()
+                ) == [b"A", b"B", b"C"]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's mallopt")
+def test_glibc_takes_the_heap_settings_of_the_in_memory_runs():
+  """keep_heap_memory's three values are within what glibc's mallopt accepts (a mmap
+  threshold above 32 MiB is refused on 64-bit), so extraction.run in memory applies them."""
+  assert dict(beam_io.HEAP_SETTINGS)[-3] <= 32 << 20
+  assert beam_io.keep_heap_memory() is True
+  assert beam_io.keep_heap_memory() is True  # once per process; later calls say it holds
 
 def _worker_state(tag):
   import gc  # pylint: disable=g-import-not-at-top
