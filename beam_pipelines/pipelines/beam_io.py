@@ -3,16 +3,12 @@
 import collections
 import concurrent.futures
 import contextlib
-import ctypes
-import ctypes.util
 import difflib
 import gc
 import hashlib
 import inspect
-import logging
 import multiprocessing
 import struct
-import sys
 import threading
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
@@ -407,49 +403,6 @@ class Packs:
 # steps (relax_garbage_collection): a young collection every 100,000 allocations of container
 # objects, not 700, and older ones rarely.
 GC_THRESHOLDS = (100_000, 50, 1000)
-
-
-# glibc's malloc parameters (malloc.h: M_TRIM_THRESHOLD, M_TOP_PAD, M_MMAP_THRESHOLD) and the
-# values keep_heap_memory sets: freed memory stays in the heap up to 1 GiB at its top, the
-# heap grows 256 MiB at a time, and blocks up to 32 MiB (glibc's largest threshold on 64-bit)
-# come from the heap instead of mappings of their own.
-_M_TRIM_THRESHOLD, _M_TOP_PAD, _M_MMAP_THRESHOLD = -1, -2, -3
-HEAP_SETTINGS = ((_M_TRIM_THRESHOLD, 1 << 30), (_M_TOP_PAD, 256 << 20),
-                 (_M_MMAP_THRESHOLD, 32 << 20))
-_HEAP_KEPT = [False]
-
-
-def keep_heap_memory() -> bool:
-  """Sets glibc's malloc, for the whole process and the processes it forks from now on, to
-  keep freed memory for reuse instead of handing it back to the system (HEAP_SETTINGS); once.
-
-  Beam's in-memory runner copies every stage's output several times on its way to the next
-  stage (encoded buffers, their joined bytes, the Fn API messages holding them, the grouped
-  values of a shuffle: 5.3 GB for the 14 XML dumps of ../shared/data, 100 MB of XML). With
-  glibc's defaults, each large buffer was a fresh mapping or a heap top trimmed and regrown,
-  and the kernel zeroed and mapped its pages again for every copy: 17 s of system time of the
-  64 s extraction, 8-11 s with these settings (issue 17). The process's peak memory stays
-  about the same (the same buffers are alive at the peak); its resident size no longer shrinks
-  after a stage frees them, until the process ends.
-
-  Returns:
-    True where the settings were applied (now or by an earlier call): Linux with glibc's
-    mallopt; False elsewhere (other C libraries manage memory their own way).
-  """
-  if _HEAP_KEPT[0]:
-    return True
-  if not sys.platform.startswith("linux"):
-    return False
-  try:
-    mallopt = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").mallopt
-  except (OSError, AttributeError):
-    return False
-  mallopt.argtypes, mallopt.restype = (ctypes.c_int, ctypes.c_int), ctypes.c_int
-  applied = all(mallopt(param, value) == 1 for param, value in HEAP_SETTINGS)
-  if not applied:
-    logging.info("glibc's mallopt refused the heap settings %s", HEAP_SETTINGS)
-  _HEAP_KEPT[0] = applied
-  return applied
 
 
 def relax_garbage_collection() -> None:

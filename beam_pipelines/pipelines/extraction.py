@@ -1247,8 +1247,6 @@ def run(input_patterns: Sequence[str], output_dir: str,
         "any: run locally in its default in-memory mode.")
   if parse_processes is None:
     parse_processes = default_parse_processes(pipeline_options)
-  if runs_in_memory(pipeline_options):
-    beam_io.keep_heap_memory()  # every stage's data is copied in this process (issue 17)
   start_method = default_parse_start_method(pipeline_options)
   logging.info("Parsing pages and building entities in %d process(es)%s.", parse_processes,
                f" ({start_method})" if parse_processes > 1 else "")

@@ -383,8 +383,6 @@ def run(export_dir: str, index_dir: str, extract_dir: str, output_dir: str, roun
   try:
     extraction.write_staging_owner(staging)
     options = pipeline_options or beam_io.default_pipeline_options([])
-    if extraction.runs_in_memory(options):
-      beam_io.keep_heap_memory()  # every stage's data is copied in this process (issue 17)
     pipeline = beam.Pipeline(options=options)
     build_pipeline(pipeline, export_dir, index_dir, extract_dir, staging, round_, previous_dir,
                    index_kind, k, link_sources=link_sources)

@@ -1,7 +1,5 @@
 """Pipeline options: a local runner that needs no download unless --runner says otherwise."""
 
-import sys
-
 from apache_beam.options.pipeline_options import DirectOptions
 from apache_beam.options.pipeline_options import StandardOptions
 from apache_beam.options.pipeline_options import TypeOptions
@@ -38,7 +36,6 @@ def test_construction_type_checks_are_off_unless_asked():
   assert options.view_as(TypeOptions).pipeline_type_check
   options = beam_io.default_pipeline_options(["--no_pipeline_type_check"])
   assert not options.view_as(TypeOptions).pipeline_type_check
-
 
 
 def _assert_sampling_period(period_ms: int) -> None:
@@ -79,6 +76,7 @@ def test_bundles_sample_briefly_inside_the_context_and_as_beam_does_outside():
     with beam_io.brief_state_sampling(0):
       pass
   assert statesampler.StateSampler is beams
+
 
 # --- flags that are neither the entry point's nor Beam's (issue 14, item 2) ------------------
 
@@ -217,7 +215,6 @@ def test_packed_records_give_the_same_shard_files(tmp_path):
   assert [f.name for f in tmp_path.glob("none-*")] == ["none-00000-of-00001.tfrecord"]
 
 
-
 def test_every_shard_is_written_and_listed_when_records_leave_some_empty(tmp_path):
   """3 records into 6 shards: every shard file exists (the empty ones with no bytes), and the
   transform lists each file once with its record count."""
@@ -241,14 +238,6 @@ def test_every_shard_is_written_and_listed_when_records_leave_some_empty(tmp_pat
   assert sorted(r for f in files for r in tf.data.TFRecordDataset(str(f)).as_numpy_iterator()
                 ) == [b"A", b"B", b"C"]
 
-
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's mallopt")
-def test_glibc_takes_the_heap_settings_of_the_in_memory_runs():
-  """keep_heap_memory's three values are within what glibc's mallopt accepts (a mmap
-  threshold above 32 MiB is refused on 64-bit), so extraction.run in memory applies them."""
-  assert dict(beam_io.HEAP_SETTINGS)[-3] <= 32 << 20
-  assert beam_io.keep_heap_memory() is True
-  assert beam_io.keep_heap_memory() is True  # once per process; later calls say it holds
 
 def _worker_state(tag):
   import gc  # pylint: disable=g-import-not-at-top
