@@ -1274,6 +1274,13 @@ def run(input_patterns: Sequence[str], output_dir: str,
       raise RuntimeError(f"extraction pipeline ended in state {state}")
     stats = beam_io.counters(result, COUNTER_NAMESPACE)
     check_results(stats, input_files, descriptions, title_lists, redirect_lists)
+    if heldout_fraction > 0 and not stats.get("mentions_heldout", 0):
+      # A small dump at the default fraction holds no page out: say so, not only in a count.
+      logging.warning(
+          "No mention was held out: --heldout_fraction=%g of %d source pages held none out "
+          "(mentions_heldout = 0, its files are empty); on a small dump pass a larger "
+          "fraction (e.g. 0.1) to have held-out mentions for evaluation.",
+          heldout_fraction, stats.get("articles", 0))
     check_flow(beam_io.counters(result, beam_io.FLOW_NAMESPACE), stats, pipeline_options)
     _write_json(FileSystems.join(staging, schema.STATS_FILE), stats)
     staged = [p for p in _list_dir(staging) if os.path.basename(p) != STAGING_OWNER_FILE]

@@ -237,6 +237,24 @@ def test_rerun_replaces_outputs(inputs, tmp_path):
   assert not [n for n in os.listdir(out) if n.startswith(".")]  # no staging, no owner record
 
 
+
+def test_a_run_that_holds_no_mention_out_says_so(inputs, tmp_path, caplog):
+  """The default fraction (0.001) holds no page of a small dump out: the run warns, naming
+  the fraction, instead of leaving only an empty held-out file and a zero count."""
+  import logging  # pylint: disable=g-import-not-at-top
+  caplog.set_level(logging.WARNING)
+  stats = extract.run([inputs["dump"]], str(tmp_path / "default"),
+                      heldout_fraction=extract.DEFAULT_HELDOUT_FRACTION)
+  assert stats.get("mentions_heldout", 0) == 0
+  warned = [r.getMessage() for r in caplog.records if "No mention was held out" in r.getMessage()]
+  assert len(warned) == 1 and "--heldout_fraction=0.001" in warned[0]
+  caplog.clear()
+  stats = extract.run([inputs["dump"]], str(tmp_path / "all"), heldout_fraction=1.0)
+  assert stats["mentions_heldout"] > 0
+  assert not [r for r in caplog.records if "No mention was held out" in r.getMessage()]
+  extract.run([inputs["dump"]], str(tmp_path / "none"), heldout_fraction=0.0)  # none asked
+  assert not [r for r in caplog.records if "No mention was held out" in r.getMessage()]
+
 # --- a failed run never touches a finished extraction (issue 14, items 1 and 2) ------------
 
 
