@@ -237,7 +237,6 @@ def test_rerun_replaces_outputs(inputs, tmp_path):
   assert not [n for n in os.listdir(out) if n.startswith(".")]  # no staging, no owner record
 
 
-
 def test_a_run_that_holds_no_mention_out_says_so(inputs, tmp_path, caplog):
   """The default fraction (0.001) holds no page of a small dump out: the run warns, naming
   the fraction, instead of leaving only an empty held-out file and a zero count."""
@@ -254,6 +253,7 @@ def test_a_run_that_holds_no_mention_out_says_so(inputs, tmp_path, caplog):
   assert not [r for r in caplog.records if "No mention was held out" in r.getMessage()]
   extract.run([inputs["dump"]], str(tmp_path / "none"), heldout_fraction=0.0)  # none asked
   assert not [r for r in caplog.records if "No mention was held out" in r.getMessage()]
+
 
 # --- a failed run never touches a finished extraction (issue 14, items 1 and 2) ------------
 
