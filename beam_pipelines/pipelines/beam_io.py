@@ -7,19 +7,25 @@ import difflib
 import gc
 import hashlib
 import inspect
+import itertools
 import multiprocessing
 import struct
 import threading
+import weakref
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import apache_beam as beam
+from apache_beam.coders import coder_impl
+from apache_beam.coders import coders
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions
 from apache_beam.options.pipeline_options import StandardOptions
 from apache_beam.options.pipeline_options import TypeOptions
+from apache_beam.runners.portability.fn_api_runner import fn_runner
 from apache_beam.runners.worker import statesampler
+from apache_beam.typehints import typehints
 import google_crc32c
 
 # Shards are sized by record count when no number of shards is given (deterministic either way).
@@ -181,6 +187,184 @@ def brief_state_sampling(period_ms: int = BRIEF_SAMPLING_PERIOD_MS) -> Iterator[
         statesampler.StateSampler = _BEAM_STATE_SAMPLER
 
 
+# Values passed by reference between stages (by_reference): store id -> {value id: value}.
+_IN_PROCESS_STORES: Dict[str, Dict[int, Any]] = {}
+_IN_PROCESS_IDS = itertools.count(1)
+# The store id of each pipeline that passes values by reference.
+_PIPELINE_STORES: "weakref.WeakKeyDictionary[beam.Pipeline, str]" = weakref.WeakKeyDictionary()
+_IN_PROCESS_LOCK = threading.Lock()
+
+
+class _InProcessCoderImpl(coder_impl.StreamCoderImpl):
+  """Encodes a value as the id under which it is held in this process's store; decoding
+  takes it out of the store (`read_once`) or leaves it there (see by_reference)."""
+
+  def __init__(self, store_id: str, read_once: bool):
+    self._store_id = store_id
+    self._read_once = read_once
+
+  def encode_to_stream(self, value, stream, nested):
+    value_id = next(_IN_PROCESS_IDS)
+    _IN_PROCESS_STORES.setdefault(self._store_id, {})[value_id] = value
+    stream.write_var_int64(value_id)
+
+  def decode_from_stream(self, stream, nested):
+    value_id = stream.read_var_int64()
+    try:
+      store = _IN_PROCESS_STORES[self._store_id]
+      return store.pop(value_id) if self._read_once else store[value_id]
+    except KeyError:
+      raise RuntimeError(
+          f"value {value_id} passed by reference (beam_io.by_reference, store "
+          f"{self._store_id}) is not held in this process: it was read before (read_once), "
+          "or its store was released, or the pipeline runs outside the process that built "
+          "it") from None
+
+  def estimate_size(self, value, nested=False):
+    return 8  # an id; the value itself is never encoded
+
+  def get_estimated_size_and_observables(self, value, nested=False):
+    return 8, []
+
+
+class InProcessCoder(coders.FastCoder):
+  """A Beam coder that passes values by reference within one process (by_reference): an
+  encoded value is an id in the store `store_id`; decoding it takes the value out
+  (`read_once`) or leaves it for release_by_reference."""
+
+  def __init__(self, store_id: str, read_once: bool = True):
+    self._store_id = store_id
+    self._read_once = read_once
+
+  def _create_impl(self):
+    return _InProcessCoderImpl(self._store_id, self._read_once)
+
+  def is_deterministic(self) -> bool:
+    return False
+
+  def to_type_hint(self):
+    return InProcessValue(self._store_id, self._read_once)
+
+  @classmethod
+  def from_type_hint(cls, typehint, unused_registry):
+    return cls(typehint.store_id, typehint.read_once)
+
+  def __eq__(self, other):
+    return (type(self) is type(other) and self._store_id == other._store_id
+            and self._read_once == other._read_once)
+
+  def __hash__(self):
+    return hash((type(self), self._store_id, self._read_once))
+
+  def __repr__(self):
+    return f"InProcessCoder({self._store_id!r}, read_once={self._read_once})"
+
+
+class InProcessValue(typehints.TypeConstraint):
+  """The element type of a PCollection whose values are passed by reference (by_reference):
+  any value, coded by InProcessCoder with the store `store_id`."""
+
+  def __init__(self, store_id: str, read_once: bool = True):
+    self.store_id = store_id
+    self.read_once = read_once
+
+  def __eq__(self, other):
+    return (type(self) is type(other) and self.store_id == other.store_id
+            and self.read_once == other.read_once)
+
+  def __hash__(self):
+    return hash((type(self), self.store_id, self.read_once))
+
+  def __repr__(self):
+    return f"InProcessValue({self.store_id!r}, read_once={self.read_once})"
+
+  def _consistent_with_check_(self, sub):
+    return True
+
+  def type_check(self, instance):
+    pass
+
+
+beam.coders.registry.register_coder(InProcessValue, InProcessCoder)
+
+
+def passes_by_reference(pipeline: beam.Pipeline) -> bool:
+  """True where by_reference passes values by reference: `pipeline` runs on Beam's Fn API
+  runner (LOCAL_RUNNER) in memory with one worker, every stage in this process."""
+  direct = pipeline.options.view_as(DirectOptions)
+  return (isinstance(pipeline.runner, fn_runner.FnApiRunner)
+          and direct.direct_running_mode == "in_memory" and direct.direct_num_workers == 1)
+
+
+def by_reference(pcoll, keyed: bool = True, read_once: bool = True):
+  """Has Beam pass the values of `pcoll` ((key, value) pairs with `keyed`, else whole
+  elements) from the stage that writes them to the stage that reads them by reference, where
+  the pipeline runs in this process (passes_by_reference); elsewhere `pcoll` is unchanged.
+
+  Beam's local runner in memory encodes every element that crosses from one stage to the next
+  (each shuffle, each materialized Flatten), copies the bytes through its data plane and
+  decodes them: at ten times the benchmark's input (the 14 XML dumps, issue 17) its data
+  plane moved 4.5 GB for 100 MB of XML, the mention payloads 8 times and the mention records
+  4, about a fifth of the extraction's time, and the coded copies raised its peak memory.
+  Passed by reference, a value is held in a store of this process under an id (InProcessCoder)
+  and the id crosses instead; the reading stage takes the value back out. A key stays
+  encoded as before (a shuffle groups by its bytes). So the reading step receives the object
+  the writing step emitted, as two steps fused into one stage do; neither may change it.
+
+  With `read_once`, the reading takes a value out of the store, so that it lives no longer
+  than its coded bytes did: only for a PCollection that one stage reads once, a shuffle's
+  input (every value is decoded once, by the stage that reads the groups) or a Flatten that
+  one step reads; reading a value twice fails with a RuntimeError (never a wrong value).
+  Without it, values stay in the store until the run ends: for a PCollection that several
+  stages may read (one that a side input waits on, such as WriteShardedTFRecords' records).
+  run_pipeline releases the store when the run ends (release_by_reference), also after a
+  failure.
+
+  Returns:
+    `pcoll`, its element type set (InProcessValue) where values pass by reference.
+  """
+  pipeline = pcoll.pipeline
+  if not passes_by_reference(pipeline):
+    return pcoll
+  with _IN_PROCESS_LOCK:
+    store_id = _PIPELINE_STORES.get(pipeline)
+    if store_id is None:
+      store_id = _PIPELINE_STORES[pipeline] = f"{id(pipeline):x}-{next(_IN_PROCESS_IDS)}"
+  value = InProcessValue(store_id, read_once)
+  pcoll.element_type = typehints.Tuple[typehints.Any, value] if keyed else value
+  return pcoll
+
+
+def release_by_reference(pipeline: beam.Pipeline) -> int:
+  """Drops the values that `pipeline`'s run left in its by_reference store (a run that
+  failed between a value's writing and its reading leaves some; a finished one none).
+
+  Returns:
+    The number of values dropped.
+  """
+  with _IN_PROCESS_LOCK:
+    store_id = _PIPELINE_STORES.get(pipeline)
+  if store_id is None:
+    return 0
+  return len(_IN_PROCESS_STORES.pop(store_id, {}))
+
+
+def run_pipeline(pipeline: beam.Pipeline):
+  """Runs `pipeline` to its end with brief_state_sampling and releases its by_reference store
+  (release_by_reference), whether the run finishes or raises.
+
+  Returns:
+    (the PipelineResult, its final state).
+  """
+  try:
+    with brief_state_sampling():  # ~40 bundle ends in memory without 200 ms waits
+      result = pipeline.run()
+      state = result.wait_until_finish()
+  finally:
+    release_by_reference(pipeline)
+  return result, state
+
+
 # Values into and out of the pipelines' own shuffles (CountedGroupByKey) and records written
 # (WriteShardedTFRecords), counted in a namespace of their own: never in stats.json, only
 # compared by a finished run (flow_losses) before it publishes anything.
@@ -229,8 +413,9 @@ class CountedGroupByKey(beam.PTransform):
       grouped.inc(sum(size(value) for value in values))
       return element[0], values
 
-    return (pcoll
-            | "CountIn" >> beam.Map(count_in)
+    # The shuffle's values pass by reference on the local runner in memory (by_reference).
+    counted = by_reference(pcoll | "CountIn" >> beam.Map(count_in))
+    return (counted
             | "Group" >> beam.GroupByKey()
             | "CountOut" >> beam.Map(count_out))
 
@@ -573,6 +758,10 @@ class WriteShardedTFRecords(beam.PTransform):
 
   def expand(self, records):
     path_prefix = self._path_prefix
+    if self._packed:
+      # Read by the count and, once it is known (a side input), by PackByShard: Beam's local
+      # runner in memory writes the packs to a buffer in between, by reference here.
+      records = by_reference(records, keyed=False, read_once=False)
     if self._num_shards:
       num_shards = (records.pipeline | "NumShards" >> beam.Create([self._num_shards]))
     else:

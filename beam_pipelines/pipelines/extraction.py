@@ -1267,9 +1267,7 @@ def run(input_patterns: Sequence[str], output_dir: str,
                    redirect_lists=redirect_lists, site_infos=checked["site_infos"],
                    parse_processes=parse_processes,
                    parse_start_method=start_method)
-    with beam_io.brief_state_sampling():  # in memory, ~40 bundle ends without 200 ms waits
-      result = pipeline.run()
-      state = result.wait_until_finish()
+    result, state = beam_io.run_pipeline(pipeline)
     if state != beam.runners.runner.PipelineState.DONE:
       raise RuntimeError(f"extraction pipeline ended in state {state}")
     stats = beam_io.counters(result, COUNTER_NAMESPACE)

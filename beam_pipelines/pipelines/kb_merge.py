@@ -773,9 +773,13 @@ class MergeKnowledgeBase(beam.PTransform):
       """Bucket packs -> (bucket, [pack, ...]): one join's shuffle."""
       if not packs:
         packs = [pipeline | f"No{label}Inputs" >> beam.Create([])]
-      return (packs
-              | f"{label}Inputs" >> beam.Flatten()
-              | label >> beam_io.CountedGroupByKey(label))
+      # Beam's local runner in memory writes a Flatten of several stages' outputs to a buffer
+      # that its reading stage decodes: the values pass by reference there (by_reference; each
+      # input too, which the Flatten alone reads, so that no input is written with another
+      # coder first).
+      flat = beam_io.by_reference(
+          [beam_io.by_reference(p) for p in packs] | f"{label}Inputs" >> beam.Flatten())
+      return flat | label >> beam_io.CountedGroupByKey(label)
 
     # 1. Redirect edges, by source key with the keys of dump pages; then to their final keys.
     def dump_edge(st):

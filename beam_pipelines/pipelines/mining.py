@@ -386,9 +386,7 @@ def run(export_dir: str, index_dir: str, extract_dir: str, output_dir: str, roun
     pipeline = beam.Pipeline(options=options)
     build_pipeline(pipeline, export_dir, index_dir, extract_dir, staging, round_, previous_dir,
                    index_kind, k, link_sources=link_sources)
-    with beam_io.brief_state_sampling():  # bundle ends without Beam's 200 ms waits
-      result = pipeline.run()
-      result.wait_until_finish()
+    result, _ = beam_io.run_pipeline(pipeline)
     losses = beam_io.flow_losses(beam_io.counters(result, beam_io.FLOW_NAMESPACE))
     if losses:  # the shard writer's shuffle lost or duplicated records (extraction.check_flow)
       raise RuntimeError(f"the mining pipeline finished but its values do not add up: "
