@@ -159,6 +159,19 @@ def test_a_file_of_neither_format_is_refused_naming_both(tmp_path):
     extract.check_inputs([str(gz)])
 
 
+def test_of_several_bad_dumps_checked_in_threads_the_first_in_order_is_named(tmp_path):
+  # check_inputs reads the dumps' heads in threads; what it raises is what a check one file at
+  # a time would: the first bad file in sorted order, whichever thread finished first.
+  good = tmp_path / "a_good.ndjson"
+  with gzip.open(REAL_FILE, "rt", encoding="utf-8") as f:
+    good.write_text(f.readline(), encoding="utf-8")
+  for name in ("b_notes.txt", "c_notes.txt", "d_notes.txt"):
+    (tmp_path / name).write_text("Ore River notes\n", encoding="utf-8")
+  with pytest.raises(ValueError, match=r"b_notes.txt: is not XML") as raised:
+    extract.check_inputs([str(tmp_path / "*")])
+  assert "c_notes" not in str(raised.value) and "d_notes" not in str(raised.value)
+
+
 def test_site_infos_from_the_checks_heads_are_the_headers_read_alone(monkeypatch):
   # check_inputs parses each XML dump's <siteinfo> from the head its check decompressed
   # (build_pipeline then reads no head again): the same SiteInfo as read_siteinfo's own read,
