@@ -558,7 +558,9 @@ class Packs:
     self._max_values = max_values
     self._max_bytes = max_bytes
     self._size_of = size_of
-    self._packs, self._bytes = {}, 0
+    # The packs held, the bytes they hold, and each one's bytes (so that a completed pack's
+    # bytes are not summed again: issue 17, 3 s of the full-KB extraction).
+    self._packs, self._bytes, self._pack_bytes = {}, 0, {}
 
   def add(self, key, value) -> List[Tuple[Any, list]]:
     """Adds one value; returns the (key, pack)s it completes (mostly none)."""
@@ -568,11 +570,13 @@ class Packs:
     pack.append(value)
     size_of = self._size_of
     if size_of is not None:
-      self._bytes += size_of(value)
+      size = size_of(value)
+      self._bytes += size
+      self._pack_bytes[key] = self._pack_bytes.get(key, 0) + size
     if len(pack) >= self._max_values:
       del self._packs[key]
       if size_of is not None:
-        self._bytes -= sum(size_of(v) for v in pack)
+        self._bytes -= self._pack_bytes.pop(key)
       return [(key, pack)]
     if self._max_bytes and self._bytes >= self._max_bytes:
       return self.take()
@@ -580,7 +584,7 @@ class Packs:
 
   def take(self) -> List[Tuple[Any, list]]:
     """The (key, pack)s held, which are no longer held."""
-    packs, self._packs, self._bytes = self._packs, {}, 0
+    packs, self._packs, self._bytes, self._pack_bytes = self._packs, {}, 0, {}
     return list(packs.items())
 
 
@@ -745,7 +749,9 @@ class WriteShardedTFRecords(beam.PTransform):
   shard file is written, even an empty one. The same input gives byte-identical files whatever
   the runner or bundling (Beam's own sharded writes assign shards at random). With
   `packed=True` the input elements are lists of (sort key, serialized record) (the same files:
-  packing saves Beam's per-element cost at every step).
+  packing saves Beam's per-element cost at every step); on Beam's local runner in memory
+  those lists then pass to the packing step by reference and stay in the process until
+  release_by_reference: run such a pipeline with run_pipeline, which releases them.
   """
 
   def __init__(self, path_prefix: str, num_shards: Optional[int] = None,

@@ -1252,9 +1252,9 @@ def run(input_patterns: Sequence[str], output_dir: str,
   elif direct.direct_running_mode == "multi_threading":
     logging.warning(
         "Beam's local runner with --direct_running_mode=multi_threading lost values in this "
-        "pipeline (issue 17: 4 of 29 runs on 7 small dumps, with parse worker processes; "
-        "none in 16 without), past the counts this run checks. No in-memory run has lost "
-        "any: run locally in its default in-memory mode.")
+        "pipeline (issue 17: 4 of 29 runs on 7 small dumps with parse worker processes, 1 "
+        "of 51 without), past the counts this run checks. No in-memory run has lost any: "
+        "run locally in its default in-memory mode.")
   if parse_processes is None:
     parse_processes = default_parse_processes(pipeline_options)
   start_method = default_parse_start_method(pipeline_options)

@@ -258,8 +258,10 @@ class JoinBucketFn(beam_io.PackingDoFn):
         return
       add = self._packs.add
       for key in sorted(groups):
-        for out_key, value in fn((key, groups[key])):
-          yield from add(route(out_key), (out_key, value))
+        for out in fn((key, groups[key])):  # (out key, value), packed as it is
+          done = add(route(out[0]), out)
+          if done:
+            yield from done
 
 
 def _chunks(values: list):

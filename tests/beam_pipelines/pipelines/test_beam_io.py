@@ -131,6 +131,10 @@ def test_pack_by_key_bounds_each_pack_and_keeps_every_value():
   packs = _packs(beam_io.PackByKey(max_values=100, max_bytes=25, size_of=len), elements)
   assert [(k, len(v)) for k, v in packs] == [("a", 3), ("a", 3), ("b", 1)]
   assert sum(len(v) for _, v in packs) == len(elements)
+  # Both bounds: a pack completed by its count gives its bytes back (10 + 10 each time), so
+  # the 35 bytes are never held and only the count and the bundle's end cut packs.
+  packs = _packs(beam_io.PackByKey(max_values=2, max_bytes=35, size_of=len), elements)
+  assert [(k, len(v)) for k, v in packs] == [("a", 2), ("a", 2), ("a", 2), ("b", 1)]
 
 
 def test_packs_hand_over_what_they_hold_once():
