@@ -224,40 +224,39 @@ class _InProcessCoderImpl(coder_impl.StreamCoderImpl):
     return 8  # an id; the value itself is never encoded
 
   def get_estimated_size_and_observables(self, value, nested=False):
-    return 8, []
+    return self.estimate_size(value, nested), []
 
 
 class InProcessCoder(coders.FastCoder):
   """A Beam coder that passes values by reference within one process (by_reference): an
   encoded value is an id in the store `store_id`; decoding it takes the value out
-  (`read_once`) or leaves it for release_by_reference."""
+  (`read_once`) or leaves it for release_by_reference. The coder is its type hint's
+  (InProcessValue): equal where they are."""
 
   def __init__(self, store_id: str, read_once: bool = True):
-    self._store_id = store_id
-    self._read_once = read_once
+    self._hint = InProcessValue(store_id, read_once)
 
   def _create_impl(self):
-    return _InProcessCoderImpl(self._store_id, self._read_once)
+    return _InProcessCoderImpl(self._hint.store_id, self._hint.read_once)
 
   def is_deterministic(self) -> bool:
     return False
 
   def to_type_hint(self):
-    return InProcessValue(self._store_id, self._read_once)
+    return self._hint
 
   @classmethod
   def from_type_hint(cls, typehint, unused_registry):
     return cls(typehint.store_id, typehint.read_once)
 
   def __eq__(self, other):
-    return (type(self) is type(other) and self._store_id == other._store_id
-            and self._read_once == other._read_once)
+    return type(self) is type(other) and self._hint == other._hint
 
   def __hash__(self):
-    return hash((type(self), self._store_id, self._read_once))
+    return hash((type(self), self._hint))
 
   def __repr__(self):
-    return f"InProcessCoder({self._store_id!r}, read_once={self._read_once})"
+    return f"InProcessCoder({self._hint.store_id!r}, read_once={self._hint.read_once})"
 
 
 class InProcessValue(typehints.TypeConstraint):
