@@ -508,10 +508,13 @@ class WriteTextFile(beam.PTransform):
         f.write(format_tsv(all_rows).encode("utf-8"))
       return path
 
-    return ((rows | "KeyRows" >> beam.Map(lambda row: (0, row)),
-             rows.pipeline | "Marker" >> beam.Create([(0, None)]))
-            | "RowsAndMarker" >> beam.Flatten()
-            | "Collect" >> beam.CombinePerKey(beam.combiners.ToListCombineFn())
+    # The rows (or packs) pass by reference on the local runner in memory (by_reference: the
+    # Flatten's inputs, which it alone reads, and its output): Beam's combine encoded and
+    # decoded the alias table twice on its way here, 2 s of the 14 dumps' extraction.
+    keyed = by_reference(rows | "KeyRows" >> beam.Map(lambda row: (0, row)))
+    marker = by_reference(rows.pipeline | "Marker" >> beam.Create([(0, None)]))
+    return (by_reference((keyed, marker) | "RowsAndMarker" >> beam.Flatten())
+            | "Collect" >> beam.GroupByKey()
             | "Write" >> beam.Map(write))
 
 

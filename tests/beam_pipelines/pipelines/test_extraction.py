@@ -557,7 +557,8 @@ def test_every_shuffle_and_output_is_counted_and_adds_up(inputs, tmp_path, monke
   flow, manifest = seen["flow"], json.load(open(os.path.join(out, schema.MANIFEST_FILE)))
   shuffles = sorted(name[:-len("/in")] for name in flow if name.endswith("/in"))
   assert shuffles == sorted(
-      ["Pages", "JoinEdges", "JoinValuesRedirects", "JoinByEntityKey", "RedirectFinal"]
+      ["Pages", "JoinEdges", "JoinValuesRedirects", "JoinByEntityKey", "RedirectFinal",
+       "AliasCounts"]
       + [f"RedirectRound{r}" for r in range(extract.kb_merge.REDIRECT_ROUNDS)]
       + [f"{prefix}/shards" for prefix in (schema.ENTITIES_PREFIX, schema.TRAIN_MENTIONS_PREFIX,
                                            schema.HELDOUT_MENTIONS_PREFIX)])
@@ -567,6 +568,9 @@ def test_every_shuffle_and_output_is_counted_and_adds_up(inputs, tmp_path, monke
   # every page of the dump its dedupe.
   assert flow["JoinEdges/in"] > 0 and flow["JoinValuesRedirects/in"] > 0
   assert flow["Pages/in"] == stats["pages_read"] == DUMP.count("<page>")
+  # The alias counts' gathering moves one count per (alias key, entity) of each bundle: at
+  # least one per entity that a training mention names, at most one per training mention.
+  assert 0 < flow["AliasCounts/in"] <= stats["mentions_train"]
   # The merge's inputs that two steps read: each step read all of it.
   reads = {name[:-len("/read")] for name in flow if name.endswith("/read")}
   assert {"articles@RouteArticleKeys", "articles@RouteArticles",
@@ -750,6 +754,8 @@ def test_mention_records_of_a_bundle_leave_in_packs(monkeypatch):
   rows = combine.extract_output(combine.merge_accumulators(halves))
   assert sorted(rows) == sorted((a, t, n) for (a, t), n in want_aliases.items())
   assert combine.extract_output(combine.create_accumulator()) == []
+  # The pipeline's sum of the gathered packs (one key, the packs in any order).
+  assert sorted(extract.sum_alias_counts((None, iter(alias_packs[::-1])))) == sorted(rows)
 
 
 def test_entity_records_of_a_bundle_leave_in_one_pack():
