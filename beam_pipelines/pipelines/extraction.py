@@ -551,20 +551,6 @@ def sum_alias_counts(key_packs: Tuple[Any, Iterable[List[Tuple[Tuple[str, str], 
   return combine.extract_output(counts)
 
 
-class EntityRecordsFn(beam_io.PackingDoFn):
-  """Packs of Entity -> packs of (title, serialized entity record) (records.entity_record), a
-  bundle's records in beam_io.Packs' bounds: the shard writer takes one step per pack."""
-
-  def __init__(self):
-    super().__init__(size_of=beam_io.record_size, keyed=False)
-
-  def process(self, entities):
-    add = self._packs.add
-    for entity in entities:
-      for _, pack in add(None, (entity.title, records.entity_record(entity))):
-        yield pack
-
-
 class ExtractWikipedia(beam.PTransform):
   """Dump file paths (or ReadItems) -> entities, mentions (train/held-out), alias counts and
   redirects.
@@ -575,7 +561,8 @@ class ExtractWikipedia(beam.PTransform):
   merge leaves out the steps only title-only entries need. The KB is merged from all of them
   by kb_merge.MergeKnowledgeBase (one entity per matching key).
 
-  Returns a dict of PCollections: 'entities' (packs [Entity, ...]), 'mentions_train' and
+  Returns a dict of PCollections: 'entity_records' (packs [(title, serialized entity record),
+  ...]: records.entity_record, made where the KB merge builds the entities), 'mentions_train' and
   'mentions_heldout' (packs [(mention_id, serialized mention record), ...]: MentionRecordsFn),
   'alias_counts' (one list of all (alias key, entity, count) rows, train split only:
   AliasCountsFn; no element when there is none), 'redirects' (packs [(redirect title, entity
@@ -627,7 +614,7 @@ class ExtractWikipedia(beam.PTransform):
     if title_redirects is not None:
       sources["title_redirect_packs"] = title_redirects
     kb = sources | "MergeKnowledgeBase" >> kb_merge.MergeKnowledgeBase(
-        self._parse_processes, self._parse_start_method)
+        self._parse_processes, self._parse_start_method, entity_record=records.entity_record)
     split = kb["mentions"] | "SplitAndEncodeMentions" >> beam.ParDo(
         MentionRecordsFn(self._heldout_fraction)).with_outputs(
             MentionRecordsFn.HELDOUT, MentionRecordsFn.ALIAS, main="train")
@@ -644,7 +631,7 @@ class ExtractWikipedia(beam.PTransform):
                     | "GatherAliasCounts" >> beam_io.CountedGroupByKey("AliasCounts")
                     | "SumAliasCounts" >> beam.Map(sum_alias_counts))
     return {
-        "entities": kb["entities"],
+        "entity_records": kb["entities"],
         "mentions_train": train,
         "mentions_heldout": heldout,
         "alias_counts": alias_counts,
@@ -755,8 +742,7 @@ def build_pipeline(pipeline: beam.Pipeline, input_patterns: Sequence[str], outpu
   join = os.path.join if "://" not in output_dir else FileSystems.join
   written = []
   written.append(
-      outputs["entities"]
-      | "SerializeEntities" >> beam.ParDo(EntityRecordsFn())
+      outputs["entity_records"]  # packs of (title, record): the KB merge's
       | "WriteEntities" >> beam_io.WriteShardedTFRecords(
           join(output_dir, schema.ENTITIES_PREFIX), num_shards, packed=True))
   for name, prefix in (("mentions_train", schema.TRAIN_MENTIONS_PREFIX),

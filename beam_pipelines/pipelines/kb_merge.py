@@ -49,7 +49,7 @@ import lzma
 import re
 import threading
 import zlib
-from typing import Any, Dict, Iterator, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, Optional, Tuple
 
 import apache_beam as beam
 from apache_beam.io.filesystem import CompressionTypes
@@ -593,12 +593,15 @@ def build_entity(key: str, values: list):
     yield beam.pvalue.TaggedOutput(ENTITY_REDIRECTS, (alias, entity.title))
 
 
-def build_bucket(element, title_only_rules: bool) -> Iterator[Any]:
+def build_bucket(element, title_only_rules: bool,
+                 entity_record: Optional[Callable[[records.Entity], bytes]] = None
+                 ) -> Iterator[Any]:
   """(entity bucket, [pack of (key, (tag, title, payload))]) -> BuildEntitiesFn's outputs for
   it: build_entity's for each key of the bucket, in key order (the WP:DAB decisions of
   sibling_decisions joined to their base keys first with `title_only_rules`); its mention
   packs tagged ENTITY_MENTIONS as build_entity gives them, then its entities in packs (lists of
-  at most beam_io.PACK_MAX_VALUES), then its redirects in packs tagged ENTITY_REDIRECTS."""
+  at most beam_io.PACK_MAX_VALUES; with `entity_record`, (title, entity_record(entity)) in
+  their place), then its redirects in packs tagged ENTITY_REDIRECTS."""
   groups = group_bucket(element[1])
   if title_only_rules:
     for base, decision in list(sibling_decisions(groups)):
@@ -612,6 +615,8 @@ def build_bucket(element, title_only_rules: bool) -> Iterator[Any]:
         redirects.append(out.value)
       else:
         yield out
+  if entity_record is not None:
+    entities = [(entity.title, entity_record(entity)) for entity in entities]
   yield from _chunks(entities)
   for pack in _chunks(redirects):
     yield beam.pvalue.TaggedOutput(ENTITY_REDIRECTS, pack)
@@ -627,8 +632,8 @@ def _in_worker(fn, *args) -> Tuple[list, Dict[str, int]]:
 
 class BuildEntitiesFn(beam.DoFn):
   """(entity bucket, [pack of (key, (tag, title, payload))]) -> build_bucket's outputs: the
-  bucket's entities in packs, its mention packs tagged ENTITY_MENTIONS, its redirects in packs
-  tagged ENTITY_REDIRECTS.
+  bucket's entities in packs (with `entity_record`, their (title, record) pairs), its mention
+  packs tagged ENTITY_MENTIONS, its redirects in packs tagged ENTITY_REDIRECTS.
 
   With `processes` > 1 the buckets are built in that many worker processes (beam_io.OrderedPool)
   from the first bucket of at least POOL_VALUES values on (the pool started then: smaller
@@ -643,10 +648,12 @@ class BuildEntitiesFn(beam.DoFn):
   # the full KB's buckets hold about 6,000 listed titles each, the 7 dumps' about 100 values.
   POOL_VALUES = 2000
 
-  def __init__(self, title_only_rules: bool, processes: int = 1, start_method: str = "spawn"):
+  def __init__(self, title_only_rules: bool, processes: int = 1, start_method: str = "spawn",
+               entity_record: Optional[Callable[[records.Entity], bytes]] = None):
     super().__init__()
     beam_io.check_processes(processes)
     self._title_only_rules = title_only_rules
+    self._entity_record = entity_record
     self._processes = processes
     self._start_method = start_method
     self._pool = None
@@ -664,11 +671,12 @@ class BuildEntitiesFn(beam.DoFn):
     if self._pool is None and (self._processes == 1
                                or sum(map(len, bucket[1])) < self.POOL_VALUES):
       with summing_counts():
-        yield from build_bucket(bucket, self._title_only_rules)
+        yield from build_bucket(bucket, self._title_only_rules, self._entity_record)
       return
     if self._pool is None:  # from here on every bucket goes through it (outputs in order)
       self._pool = beam_io.OrderedPool(self._processes, self._start_method)
-    self._pool.submit(_in_worker, build_bucket, bucket, self._title_only_rules)
+    self._pool.submit(_in_worker, build_bucket, bucket, self._title_only_rules,
+                      self._entity_record)
     yield from self._results(wait_all=False)
 
   def finish_bundle(self):
@@ -726,9 +734,10 @@ class MergeKnowledgeBase(beam.PTransform):
       'title_redirect_packs': lists of them.
   All titles normalized (dense_entity.kb.titles.normalize_title).
 
-  Output: {'entities': [Entity, ...], 'mentions': ([mention payload, ...], Entity) (an
-  entity's mentions), 'redirects': [(redirect title, entity title), ...]}, all in packs
-  (BuildEntitiesFn), the last for redirects whose final target is an entity.
+  Output: {'entities': [Entity, ...] (with `entity_record`: [(title, entity_record(Entity)),
+  ...]), 'mentions': ([mention payload, ...], Entity) (an entity's mentions), 'redirects':
+  [(redirect title, entity title), ...]}, all in packs (BuildEntitiesFn), the last for
+  redirects whose final target is an entity.
 
   Three joins by bucket of keys (see "joins" above), with the redirect rounds between the
   first two: redirect edges with the keys of dump pages (edge_of_key; key_bucket), values
@@ -740,6 +749,12 @@ class MergeKnowledgeBase(beam.PTransform):
   Args:
     processes: worker processes of the entity build (BuildEntitiesFn; 1: none).
     start_method: how they start ('spawn' or 'fork': see extraction.ParsePageFn).
+    entity_record: Entity -> its serialized record (picklable: a module-level function, such
+      as records.entity_record), made where the entity is built, in the worker processes with
+      `processes` > 1: the records cross back to the step's process instead of the Entity
+      objects (whose unpickling, and then serialization there, cost about 4 us an entity in the
+      one process that runs every other step of the merge: a sixth of the full-KB extraction's
+      entity stage, issue 17). None: 'entities' holds the Entity objects.
 
   Raises:
     ValueError: an input name that is none of the above.
@@ -748,10 +763,12 @@ class MergeKnowledgeBase(beam.PTransform):
   INPUTS = ("articles", "redirects", "disambiguations", "descriptions", "mentions",
             "mention_packs", "titles", "title_packs", "title_redirects", "title_redirect_packs")
 
-  def __init__(self, processes: int = 1, start_method: str = "spawn"):
+  def __init__(self, processes: int = 1, start_method: str = "spawn",
+               entity_record: Optional[Callable[[records.Entity], bytes]] = None):
     super().__init__()
     self._processes = processes
     self._start_method = start_method
+    self._entity_record = entity_record
 
   def expand(self, inputs):
     unknown = sorted(set(inputs) - set(self.INPUTS))
@@ -836,7 +853,8 @@ class MergeKnowledgeBase(beam.PTransform):
         entity_bucket, packed=True, reads="final_edges@RouteAliases"))
     built = (join("JoinByEntityKey", [resolved, aliases])
              | "BuildEntities" >> beam.ParDo(BuildEntitiesFn(
-                 title_only_rules, self._processes, self._start_method)).with_outputs(
+                 title_only_rules, self._processes, self._start_method,
+                 self._entity_record)).with_outputs(
                  ENTITY_MENTIONS, ENTITY_REDIRECTS, main="entity"))
     return {"entities": built["entity"], "mentions": built[ENTITY_MENTIONS],
             "redirects": built[ENTITY_REDIRECTS]}

@@ -523,7 +523,7 @@ def test_composite_with_test_pipeline(inputs, tmp_path):
   with test_pipeline.TestPipeline() as pipeline:
     outputs = extract.build_pipeline(pipeline, [inputs["dump"]], str(tmp_path),
                                      heldout_fraction=0.0, num_shards=1)
-    assert_that(outputs["entities"] | beam.FlatMap(lambda pack: [e.title for e in pack]),
+    assert_that(outputs["entity_records"] | beam.FlatMap(lambda pack: [t for t, _ in pack]),
                 equal_to(["Gull Point", "Gull Sea", "Lake Fen", "Ore River",
                           "Port Alder", "Quarry Notes"]),
                 label="EntityTitles")
@@ -756,12 +756,6 @@ def test_mention_records_of_a_bundle_leave_in_packs(monkeypatch):
   assert combine.extract_output(combine.create_accumulator()) == []
   # The pipeline's sum of the gathered packs (one key, the packs in any order).
   assert sorted(extract.sum_alias_counts((None, iter(alias_packs[::-1])))) == sorted(rows)
-
-
-def test_entity_records_of_a_bundle_leave_in_one_pack():
-  entities = [records.Entity(f"E{i}", "t", (), (), ("page",)) for i in range(5)]
-  out = _bundle_outputs(extract.EntityRecordsFn(), [entities[:2], entities[2:]])  # two packs
-  assert out == [(None, [(e.title, records.entity_record(e)) for e in entities])]
 
 
 def test_fingerprint_is_stable():

@@ -17,6 +17,7 @@ import pytest
 import tensorflow as tf
 
 from beam_pipelines.dumps import samples
+from beam_pipelines.parsers import records
 from beam_pipelines.pipelines import extraction
 from beam_pipelines.pipelines import kb_merge
 from dense_entity.kb import schema
@@ -27,12 +28,12 @@ def _mention(mention_id, span, page="Source page"):
   return (mention_id, page, span, "left", "right", "x [MASK] y")
 
 
-def _merge(sources, tmp_path):
-  """Runs MergeKnowledgeBase on in-memory sources; returns its outputs as lists."""
+def _merge(sources, tmp_path, **kwargs):
+  """Runs MergeKnowledgeBase(**kwargs) on in-memory sources; returns its outputs as lists."""
   with test_pipeline.TestPipeline() as p:
     inputs = {name: p | f"Create_{name}" >> beam.Create(values)
               for name, values in sources.items()}
-    merged = inputs | kb_merge.MergeKnowledgeBase()
+    merged = inputs | kb_merge.MergeKnowledgeBase(**kwargs)
     for name in ("entities", "mentions", "redirects"):
       _ = (merged[name]
            | f"Pickle_{name}" >> beam.Map(lambda x: pickle.dumps(x).hex())
@@ -72,6 +73,25 @@ def test_one_entity_per_key_with_the_dump_spelling_and_list_aliases(tmp_path):
       ("1:0", "Persian language"), ("1:1", "Jürgen Klinsmann")]
   assert sorted(out["redirects"]) == [("Farsi", "Persian language"),
                                       ("Parsi", "Persian language")]
+
+
+def test_entity_records_are_made_where_the_entities_are_built(tmp_path):
+  """With entity_record (the extraction's records.entity_record), 'entities' holds each
+  entity's (title, record) in its place, and the other outputs are unchanged (issue 17: the
+  records cross back from the build's worker processes, not the Entity objects)."""
+  sources = {
+      "articles": [("Zug", (2, "Zug is a town.", ("Towns",)))],
+      "titles": ["Persian language", "Farsi", "Zug"],
+      "title_redirects": [("Farsi", "Persian language")],
+      "mentions": [("Farsi", _mention("1:0", "Farsi")), ("Zug", _mention("1:1", "Zug"))],
+  }
+  plain = _merge(sources, tmp_path / "plain")
+  recorded = _merge(sources, tmp_path / "records", entity_record=records.entity_record)
+  assert sorted(recorded["entities"]) == sorted(
+      (e.title, records.entity_record(e)) for e in plain["entities"])
+  assert [title for title, _ in sorted(recorded["entities"])] == ["Persian language", "Zug"]
+  for name in ("mentions", "redirects"):
+    assert sorted(map(repr, recorded[name])) == sorted(map(repr, plain[name])), name
 
 
 def test_mention_packs_merge_as_the_same_mentions_one_by_one(tmp_path):
