@@ -77,3 +77,41 @@ def test_ascii_token_pattern_gives_the_tokens_of_the_full_pattern_on_ascii_text(
   features = mention_features(text, text.index("Klinsmann"), text.index("_scored"))
   assert features[schema.MENTION_LEFT] == "x Jürgen"
   assert features[schema.MENTION_RIGHT] == "_scored y"
+
+
+def _reference_cuts(text, floor, pos, end, ceiling, n):
+  """The 5-token window ends by the definition: every token of the span's line within
+  [floor, pos) and [end, ceiling), from _TOKEN over the whole range (no window)."""
+  token = mention_features_lib._TOKEN  # pylint: disable=protected-access
+  line_start = text.rfind("\n", floor, pos) + 1 or floor
+  line_end = text.find("\n", end, ceiling)
+  line_end = ceiling if line_end < 0 else line_end
+  starts = [m.start() for m in token.finditer(text, max(floor, line_start), pos)]
+  ends = [m.end() for m in token.finditer(text, end, line_end)]
+  left = pos if not starts else starts[-n] if len(starts) >= n else starts[0]
+  right = end if not ends else ends[min(n, len(ends)) - 1]
+  return left, right
+
+
+def test_context_cuts_match_tokenizing_the_whole_line_in_every_script():
+  """Issue 17: the left cut reads its window backwards (n searches in the reversed window,
+  doubled until its n-th token is whole) and the right cut makes n searches; CJK windows
+  are tokenized forwards. Both give the cuts of tokenizing the whole line, in texts mixing
+  ASCII, Greek, Bengali (marks inside words), ZWJ, '_', Han with marks, Hiragana and
+  Katakana runs, newlines, and words longer than the first window."""
+  rng = random.Random(23)
+  pieces = ["word", "x", "Jürgen", "Αθήνα;", "খ্রিষ্টাব্দে", "भरण्यासाठी", "a\u200db", "_", "__",
+            "日本", "漢\u0301字", "かな\u3099", "カタカナ", "(", ".", "—", "\n", " ", "  ",
+            "y" * 90, "Ω" * 70, "e\u0301" * 40]
+  for _ in range(1500):
+    text = "".join(rng.choice(pieces) + rng.choice(["", " ", " ", "\n"])
+                   for _ in range(rng.randrange(1, 40)))
+    pos = rng.randrange(0, len(text) + 1)
+    end = rng.randrange(pos, len(text) + 1)
+    floor = rng.randrange(0, pos + 1)
+    ceiling = rng.randrange(end, len(text) + 1)
+    n = rng.choice([1, 2, 5, 7])
+    want = _reference_cuts(text, floor, pos, end, ceiling, n)
+    got = (mention_features_lib._left_cut(text, floor, pos, n, stop_at_newline=True),  # pylint: disable=protected-access
+           mention_features_lib._right_cut(text, end, ceiling, n, stop_at_newline=True))  # pylint: disable=protected-access
+    assert got == want, (text, floor, pos, end, ceiling, n)
