@@ -128,7 +128,7 @@ def _define_flags() -> None:
   flags.register_validator("multistream_range_mb", lambda mb: int(mb * (1 << 20)) >= 1,
                            message="--multistream_range_mb must be > 0 (at least one byte)")
   flags.DEFINE_integer("parse_processes", None, "Worker processes that parse pages and build "
-                       "the KB's entities, 1 to "
+                       "the KB's entities (and threads that read the dumps), 1 to "
                        f"{extraction.MAX_PARSE_PROCESSES} (default: the cores this process may "
                        "use on the local runner in memory, else 1; above 1 only there). The "
                        "outputs are the same with any number.",

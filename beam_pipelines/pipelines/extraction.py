@@ -25,7 +25,9 @@ Outputs (names from dense_entity/kb/schema.py; TFRecord of tf.train.Example, unc
 redirects.tsv, stats.json and, written last, MANIFEST.json.
 """
 
+import collections
 import concurrent.futures
+import contextlib
 import datetime
 import hashlib
 import json
@@ -33,8 +35,10 @@ import logging
 import os
 import socket
 import sys
+import threading
 import uuid
-from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import (Any, Dict, FrozenSet, Iterable, Iterator, List, Optional, Sequence, Tuple,
+                    Union)
 
 import apache_beam as beam
 from apache_beam.io import fileio
@@ -170,6 +174,98 @@ class PlanReadsFn(beam.DoFn):
 AnyPage = Union[xml_dump.Page, html_dump.HtmlPage]
 
 
+# Events of one read item (_read_item), emitted in order by ReadPagesFn in the step's thread.
+_PAGE, _ERROR, _DONE = "page", "error", "done"
+
+
+def _read_item(item, xml_paths: FrozenSet[str]) -> Iterator[Tuple[str, Any]]:
+  """A ReadItem (or path) -> (_PAGE, (page, is HTML)), (_ERROR, DumpError) for each page, line,
+  range or file tail that cannot be read, and last (_DONE, (is HTML, byte range)): what
+  ReadPagesFn counts and logs, without touching Beam's counters (it may run in a reader
+  thread)."""
+  if isinstance(item, str):
+    path, start, end = item, None, None
+  else:
+    path, start, end = item
+  byte_range = None if start is None else (start, end)
+  errors = []
+  input_format = html_dump.FORMAT_XML
+  if byte_range is None and path not in xml_paths:
+    with FileSystems.open(path, compression_type="uncompressed") as f:
+      input_format = html_dump.sniff_format(f)
+  is_html = input_format == html_dump.FORMAT_HTML
+  with FileSystems.open(path, compression_type="uncompressed") as f:
+    if is_html:
+      pages = html_dump.iter_pages(f, on_error=errors.append, source_name=path)
+    else:
+      pages = xml_dump.iter_pages(f, on_error=errors.append, source_name=path,
+                                  byte_range=byte_range)
+    with contextlib.closing(pages):
+      for page in pages:
+        while errors:  # reported before the pages after them, as they came
+          yield _ERROR, errors.pop(0)
+        yield _PAGE, (page, is_html)
+    while errors:
+      yield _ERROR, errors.pop(0)
+  yield _DONE, (is_html, byte_range)
+
+
+class _ReadAhead:
+  """One item read by _read_item in a thread of `threads`: its events are buffered, at most
+  `max_chars` characters of pages at a time (the reader waits for the step to take them),
+  and handed over in order by events(). The reader's exception is raised by events() where
+  it happened; cancel() stops the reader (a failed bundle, teardown)."""
+
+  def __init__(self, threads: concurrent.futures.ThreadPoolExecutor, item,
+               xml_paths: FrozenSet[str], max_chars: int):
+    self._cond = threading.Condition()
+    self._events = collections.deque()
+    self._chars = 0
+    self._max_chars = max_chars
+    self._finished = self._cancelled = False
+    self._future = threads.submit(self._read, item, xml_paths)
+
+  def _read(self, item, xml_paths) -> None:
+    try:
+      for event in _read_item(item, xml_paths):
+        size = pages_lib.page_size(event[1][0]) if event[0] == _PAGE else 0
+        with self._cond:
+          while self._chars >= self._max_chars and not self._cancelled:
+            self._cond.wait()
+          if self._cancelled:
+            return
+          self._events.append(event)
+          self._chars += size
+          self._cond.notify_all()
+    except BaseException as e:  # pylint: disable=broad-except
+      with self._cond:
+        self._events.append(("exception", e))
+    finally:
+      with self._cond:
+        self._finished = True
+        self._cond.notify_all()
+
+  def events(self) -> Iterator[Tuple[str, Any]]:
+    while True:
+      with self._cond:
+        while not self._events and not self._finished:
+          self._cond.wait()
+        if not self._events:
+          return
+        event = self._events.popleft()
+        if event[0] == _PAGE:
+          self._chars -= pages_lib.page_size(event[1][0])
+          self._cond.notify_all()
+      if event[0] == "exception":
+        raise event[1]
+      yield event
+
+  def cancel(self) -> None:
+    with self._cond:
+      self._cancelled = True
+      self._cond.notify_all()
+
+
 class ReadPagesFn(beam.DoFn):
   """ReadItem (or a plain file path) -> xml_dump.Page or html_dump.HtmlPage for every page.
 
@@ -183,47 +279,87 @@ class ReadPagesFn(beam.DoFn):
   the HTML dumps among them, 'pages_read_html' their pages. A path in `xml_paths` (the dumps
   whose <siteinfo> was read when the pipeline was built) is read as XML without looking at
   its head again.
+
+  With `threads` > 1 the bundle's items are read in that many threads, the next ones while the
+  step emits the pages of the first (bz2 and gzip decompress without holding the GIL, most of
+  a read: the 14 dumps' reading stage of Beam's in-memory runner otherwise used one of its 2
+  cores, issue 17); each reader holds at most READ_AHEAD_CHARS characters of pages that the
+  step has not emitted yet. Pages, counts and log lines are those of the reading in this
+  thread, in the same order (an item's pages when the step reaches it: at the end of the
+  bundle for the last ones).
+
+  Raises:
+    ValueError: `threads` below 1.
   """
 
-  def __init__(self, xml_paths: Iterable[str] = ()):
+  READ_AHEAD_CHARS = 1 << 27
+
+  def __init__(self, xml_paths: Iterable[str] = (), threads: int = 1):
     super().__init__()
+    if threads < 1:
+      raise ValueError(f"threads must be at least 1, got {threads}")
     self._xml_paths = frozenset(xml_paths)
+    self._threads = threads
+    self._pool = None
+    self._ahead = collections.deque()
+
+  def setup(self):
+    if self._threads > 1 and self._pool is None:
+      self._pool = concurrent.futures.ThreadPoolExecutor(self._threads,
+                                                         thread_name_prefix="ReadPages")
+
+  def teardown(self):
+    self._cancel()
+    if self._pool is not None:
+      self._pool.shutdown(wait=True)
+      self._pool = None
+
+  def start_bundle(self):
+    self._cancel()  # what a failed bundle left
 
   def process(self, item) -> Iterator[AnyPage]:
-    if isinstance(item, str):
-      path, start, end = item, None, None
-    else:
-      path, start, end = item
-    byte_range = None if start is None else (start, end)
-    errors = []
+    if self._pool is None:
+      yield from self._emit(_read_item(item, self._xml_paths))
+      return
+    self._ahead.append(_ReadAhead(self._pool, item, self._xml_paths, self.READ_AHEAD_CHARS))
+    while len(self._ahead) >= self._threads:
+      yield from self._emit(self._ahead[0].events())
+      self._ahead.popleft()
 
-    def on_error(error: xml_dump.DumpError) -> None:
-      logging.error("Skipped unreadable input: %s", error)
-      errors.append(error)
-      _count("pages_unreadable")
+  def finish_bundle(self):
+    while self._ahead:
+      for page in self._emit(self._ahead[0].events()):
+        yield beam_io.in_global_window(page)
+      self._ahead.popleft()
 
-    input_format = html_dump.FORMAT_XML
-    if byte_range is None and path not in self._xml_paths:
-      with FileSystems.open(path, compression_type="uncompressed") as f:
-        input_format = html_dump.sniff_format(f)
-    with FileSystems.open(path, compression_type="uncompressed") as f:
-      if input_format == html_dump.FORMAT_HTML:
-        pages = html_dump.iter_pages(f, on_error=on_error, source_name=path)
-        _count("files_read_html")
-      else:
-        pages = xml_dump.iter_pages(f, on_error=on_error, source_name=path,
-                                    byte_range=byte_range)
-      for page in pages:
+  def _cancel(self) -> None:
+    while self._ahead:
+      self._ahead.popleft().cancel()
+
+  @staticmethod
+  def _emit(events: Iterator[Tuple[str, Any]]) -> Iterator[AnyPage]:
+    errors = 0
+    for kind, value in events:
+      if kind == _PAGE:
+        page, is_html = value
         _count("pages_read")
-        if input_format == html_dump.FORMAT_HTML:
+        if is_html:
           _count("pages_read_html")
         yield page
-    if byte_range is None or start == 0:
-      _count("files_read")
-    if byte_range is not None:
-      _count("multistream_ranges_read")
-    if errors:
-      _count("files_with_errors" if byte_range is None else "multistream_ranges_with_errors")
+      elif kind == _ERROR:
+        logging.error("Skipped unreadable input: %s", value)
+        errors += 1
+        _count("pages_unreadable")
+      else:  # _DONE
+        is_html, byte_range = value
+        if is_html:
+          _count("files_read_html")
+        if byte_range is None or byte_range[0] == 0:
+          _count("files_read")
+        if byte_range is not None:
+          _count("multistream_ranges_read")
+        if errors:
+          _count("files_with_errors" if byte_range is None else "multistream_ranges_with_errors")
 
 
 def page_key(page: AnyPage) -> Tuple[int, str]:
@@ -588,7 +724,8 @@ class ExtractWikipedia(beam.PTransform):
     pages = (paths
              # One element per file or per multistream range: workers read them in parallel.
              | "SpreadFiles" >> beam.Reshuffle()
-             | "ReadPages" >> beam.ParDo(ReadPagesFn(xml_paths=self._sites))
+             | "ReadPages" >> beam.ParDo(ReadPagesFn(xml_paths=self._sites,
+                                                     threads=self._parse_processes))
              # Grouping by title both removes pages repeated across inputs and reshuffles the
              # pages so that parsing parallelizes (it replaces a plain beam.Reshuffle).
              | "KeyByTitle" >> beam.Map(lambda p: (page_key(p), p))
@@ -699,7 +836,8 @@ def build_pipeline(pipeline: beam.Pipeline, input_patterns: Sequence[str], outpu
       dump: check_inputs' 'site_infos'); the other dumps' heads are read here
       (read_site_infos).
     parse_processes: worker processes of each parse step (ParsePageFn) and of the entity
-      build (kb_merge.BuildEntitiesFn); 1: none.
+      build (kb_merge.BuildEntitiesFn), and threads that read the dumps (ReadPagesFn); 1:
+      none.
     parse_start_method: how they start ('spawn' or 'fork': see ParsePageFn).
 
   Returns:
@@ -1222,7 +1360,8 @@ def run(input_patterns: Sequence[str], output_dir: str,
     title_lists: file patterns of title lists (see build_pipeline).
     redirect_lists: file patterns of redirect lists (see build_pipeline).
     parse_processes: worker processes that parse pages (ParsePageFn) and build the KB's
-      entities (kb_merge.BuildEntitiesFn; above 1 only on the local runner in memory:
+      entities (kb_merge.BuildEntitiesFn), and threads that read the dumps (ReadPagesFn;
+      above 1 only on the local runner in memory:
       check_parse_processes); None:
       default_parse_processes(pipeline_options).
 

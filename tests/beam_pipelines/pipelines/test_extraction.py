@@ -833,3 +833,82 @@ def test_plan_reads_falls_back_on_bad_index(multistream, tmp_path):
   with pytest.raises(FileNotFoundError, match="no-index"):
     extract.run([multistream["dump"]], str(tmp_path / "out"),
                 multistream_index=str(tmp_path / "no-index*"))
+
+
+def _read_with(threads, items, monkeypatch, caplog, read_ahead_chars=None):
+  """ReadPagesFn(threads) over `items` as one bundle: (page ids and titles, counts, logged
+  lines) in the order the step emitted, counted and logged them."""
+  counts = {}
+  monkeypatch.setattr(extract, "_count",
+                      lambda name, n=1: counts.__setitem__(name, counts.get(name, 0) + n))
+  if read_ahead_chars is not None:
+    monkeypatch.setattr(extract.ReadPagesFn, "READ_AHEAD_CHARS", read_ahead_chars)
+  caplog.clear()
+  fn = extract.ReadPagesFn(threads=threads)
+  fn.setup()
+  fn.start_bundle()
+  try:
+    pages = [p for item in items for p in fn.process(item)]
+    pages += [wv.value for wv in fn.finish_bundle()]
+  finally:
+    fn.teardown()
+  logged = [r.getMessage() for r in caplog.records if "Skipped unreadable" in r.getMessage()]
+  return [(p.page_id, p.title) for p in pages], counts, logged
+
+
+def test_pages_read_in_threads_come_in_the_order_of_the_inline_read(tmp_path, monkeypatch,
+                                                                    caplog):
+  """Issue 17: with threads > 1 the next items are read while the step emits the pages of the
+  first; the pages, counts and log lines are the inline read's, in the same order, also when
+  a reader has to wait for the step after each page (READ_AHEAD_CHARS 1), with a truncated
+  dump (its pages before the cut, then its error) and an HTML dump among the items."""
+  if not os.path.exists(REAL_DUMP):
+    pytest.skip("../shared/data/enwiki not available")
+  good = tmp_path / "good.xml"
+  good.write_text(DUMP, encoding="utf-8")
+  truncated = tmp_path / "truncated.xml"
+  truncated.write_text(DUMP[:DUMP.rindex("<page>") + 40], encoding="utf-8")
+  html = tmp_path / "pages.ndjson"
+  html.write_text(json.dumps({"name": "Birch Cove", "identifier": 7, "article_body": {
+      "html": "<p>Birch Cove faces the bay.</p>"}}) + "\n{not json\n", encoding="utf-8")
+  items = [str(good), REAL_DUMP, str(truncated), str(html), str(good)]
+  inline = _read_with(1, items, monkeypatch, caplog)
+  assert len(inline[0]) > 2 * DUMP.count("<page>") + 20  # the real dump's pages among them
+  assert inline[1]["pages_unreadable"] == 2 and len(inline[2]) == 2
+  assert inline[1]["files_read"] == 5 and inline[1]["files_read_html"] == 1
+  for threads, ahead in ((2, None), (3, None), (2, 1)):
+    assert _read_with(threads, items, monkeypatch, caplog, ahead) == inline, (threads, ahead)
+
+
+def test_threaded_read_raises_where_the_inline_read_does_and_stops_its_readers(
+    tmp_path, monkeypatch):
+  """A file that cannot be opened fails the step with the inline read's error, after the
+  pages of the items before it; a bundle left unfinished (a reader waiting for the step to
+  take its pages) is cancelled by teardown, which returns."""
+  good = tmp_path / "good.xml"
+  good.write_text(DUMP, encoding="utf-8")
+  missing = str(tmp_path / "missing.xml")
+  monkeypatch.setattr(extract, "_count", lambda name, n=1: None)
+  for threads in (1, 2):
+    fn = extract.ReadPagesFn(threads=threads)
+    fn.setup()
+    fn.start_bundle()
+    pages = []
+    with pytest.raises(IOError, match="missing.xml"):
+      for item in (str(good), missing, str(good)):
+        pages.extend(fn.process(item))
+      pages.extend(fn.finish_bundle())
+    fn.teardown()
+    assert len(pages) == DUMP.count("<page>"), threads
+  monkeypatch.setattr(extract.ReadPagesFn, "READ_AHEAD_CHARS", 1)
+  fn = extract.ReadPagesFn(threads=2)
+  fn.setup()
+  fn.start_bundle()
+  first = fn.process(str(good))
+  assert list(first) == []  # read ahead, not emitted yet
+  next(fn.process(str(good)))  # the first item's first page; its reader waits for the step
+  started = time.monotonic()
+  fn.teardown()
+  assert time.monotonic() - started < 10
+  with pytest.raises(ValueError, match="threads must be at least 1"):
+    extract.ReadPagesFn(threads=0)
