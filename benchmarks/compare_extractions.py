@@ -8,7 +8,7 @@ Run an extraction with the old code and with the new one on the same input, then
   python -m benchmarks.compare_extractions BEFORE_DIR AFTER_DIR [BEFORE_DIR AFTER_DIR ...]
 
 Prints one line per file (sha256 prefix, size, 'equal' or what differs) and exits 1 when any
-pair differs.
+pair differs, 2 when an argument is not a directory (nothing compared).
 """
 
 import hashlib
@@ -62,6 +62,10 @@ def compare_dirs(before: str, after: str) -> Tuple[bool, List[str]]:
 def main(argv: Sequence[str]) -> int:
   if len(argv) < 2 or len(argv) % 2:
     print(__doc__)
+    return 2
+  missing = [d for d in argv if not os.path.isdir(d)]
+  if missing:
+    print(f"not a directory: {', '.join(missing)}", file=sys.stderr)
     return 2
   all_ok = True
   for before, after in zip(argv[::2], argv[1::2]):
