@@ -114,7 +114,8 @@ def check_output_dir(directory: str, kind: OutputKind, flag: str = "--output_dir
     return
   if not os.path.isdir(directory):
     raise NotADirectoryError(f"{flag}={directory} is a file, not a directory; give a new or "
-                             f"empty directory for {kind.name}")
+                             f"empty directory for {kind.name}, or one that already holds "
+                             f"{kind.name}")
   names = sorted(os.listdir(directory))
   if not names or _holds_marker(directory, kind):
     return

@@ -72,7 +72,8 @@ def test_an_output_dir_that_is_a_file_is_one_line_before_any_work(tmp_path):
   a_file.write_text("keep")
   line = _run_extraction(f"--input={_dump(tmp_path)}", f"--output_dir={a_file}")
   assert line == (f"python -m beam_pipelines.extract_wikipedia: error: --output_dir={a_file} is "
-                  "a file, not a directory; give a new or empty directory for an extraction")
+                  "a file, not a directory; give a new or empty directory for an extraction, "
+                  "or one that already holds an extraction")
   assert a_file.read_text() == "keep"
 
 
