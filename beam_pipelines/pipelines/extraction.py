@@ -174,8 +174,9 @@ class PlanReadsFn(beam.DoFn):
 AnyPage = Union[xml_dump.Page, html_dump.HtmlPage]
 
 
-# Events of one read item (_read_item), emitted in order by ReadPagesFn in the step's thread.
-_PAGE, _ERROR, _DONE = "page", "error", "done"
+# Events of one read item (_read_item), emitted in order by ReadPagesFn in the step's thread;
+# _EXCEPTION: what a reader thread raised (_ReadAhead), raised again there.
+_PAGE, _ERROR, _DONE, _EXCEPTION = "page", "error", "done", "exception"
 
 
 def _read_item(item, xml_paths: FrozenSet[str]) -> Iterator[Tuple[str, Any]]:
@@ -239,7 +240,7 @@ class _ReadAhead:
           self._cond.notify_all()
     except BaseException as e:  # pylint: disable=broad-except
       with self._cond:
-        self._events.append(("exception", e))
+        self._events.append((_EXCEPTION, e))
     finally:
       with self._cond:
         self._finished = True
@@ -256,7 +257,7 @@ class _ReadAhead:
         if event[0] == _PAGE:
           self._chars -= pages_lib.page_size(event[1][0])
           self._cond.notify_all()
-      if event[0] == "exception":
+      if event[0] == _EXCEPTION:
         raise event[1]
       yield event
 
