@@ -9,6 +9,7 @@ import hashlib
 import inspect
 import itertools
 import multiprocessing
+import operator
 import struct
 import threading
 import weakref
@@ -531,6 +532,22 @@ def tfrecord_frame(record: bytes) -> bytes:
   return length + _masked_crc32c(length) + record + _masked_crc32c(record)
 
 
+_SORT_KEY = operator.itemgetter(0)
+
+
+def sorted_records(packs) -> List[Tuple[Any, bytes]]:
+  """Packs of (sort key, record) -> all pairs in the order of sorted() on the pairs: by key,
+  then, for equal keys, by record. Sorted by key alone, one comparison of keys a step (the
+  pairs' sort compares their keys twice: for equality, then for order; 9.4 -> 5.0 s on 4.5M
+  entity records of listed titles in 23 shards, issue 17), then by the pairs only where a key
+  repeats."""
+  rows = [row for pack in packs for row in pack]
+  rows.sort(key=_SORT_KEY)
+  if any(map(operator.eq, map(_SORT_KEY, rows), map(_SORT_KEY, itertools.islice(rows, 1, None)))):
+    rows.sort()
+  return rows
+
+
 def shard_of(key: str, num_shards: int) -> int:
   """The shard of a record's key: a fingerprint (sha256), the same in every process."""
   return int.from_bytes(hashlib.sha256(key.encode("utf-8")).digest()[:8], "big") % num_shards
@@ -789,7 +806,7 @@ class WriteShardedTFRecords(beam.PTransform):
 
     def write(element, n):
       shard, packs = element
-      rows = sorted(r for pack in packs for r in pack)
+      rows = sorted_records(packs)
       # TFRecord framing written here (no TensorFlow in the extraction's workers), through
       # Beam's file systems (local, gs://, ...); the bytes of tf.io.TFRecordWriter's.
       path = shard_path(shard, n)

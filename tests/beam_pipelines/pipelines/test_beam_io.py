@@ -369,3 +369,18 @@ def test_a_step_with_no_worker_process_is_refused():
   from beam_pipelines.pipelines import kb_merge  # pylint: disable=g-import-not-at-top
   with pytest.raises(ValueError, match="processes must be at least 1, got 0"):
     kb_merge.BuildEntitiesFn(title_only_rules=True, processes=0)
+
+
+def test_sorted_records_is_the_pairs_sort_with_and_without_repeated_keys():
+  """The shard writer sorts by key alone, then by the pairs only where a key repeats: the
+  order of sorted() on the pairs either way (issue 17)."""
+  import random  # pylint: disable=g-import-not-at-top
+  rng = random.Random(5)
+  for keys in (50, 5):  # distinct keys mostly; many repeats
+    pairs = [(f"k{rng.randrange(keys)}", bytes([rng.randrange(256)]) * rng.randrange(1, 4))
+             for _ in range(200)]
+    unique = list({k: (k, r) for k, r in pairs}.values())
+    for rows in (pairs, unique):
+      packs = [rows[i:i + 7] for i in range(0, len(rows), 7)]
+      assert beam_io.sorted_records(iter(packs)) == sorted(rows)
+  assert beam_io.sorted_records([]) == [] and beam_io.sorted_records([[("a", b"")]]) == [("a", b"")]
