@@ -263,3 +263,16 @@ def test_the_fast_paths_for_ascii_titles_give_what_every_step_gives():
         titles._normalize_steps(cut, True)), repr(title)
     nfkc = unicodedata.normalize("NFKC", title).casefold()
     assert alias_key(title) == re.sub(r"\s+", " ", nfkc).strip(), repr(title)
+
+
+def test_fold_text_folds_each_character_as_fold_char_does():
+  """fold_text translates with a table filled by _fold_char (issue 17): the same text as
+  folding character by character, in every script, twice (the second time from the table)."""
+  texts = ["Jürgen  KLINSMANN", "Ørsted–Straße’s", "Αθήνα; Ελλάδα", "Киев_й", "東京 とうきょう カタカナ",
+           "\u00a0Lake\u00a0Ore\u200e", "ＦＵＬＬ　ｗｉｄｔｈ", "Zoë's café (bar) #1 50%", "ǅemal", ""]
+  for _ in range(2):
+    for text in texts:
+      want = titles._WHITESPACE.sub(  # pylint: disable=protected-access
+          " ", "".join(titles._fold_char(ch) for ch in text)).strip().casefold()  # pylint: disable=protected-access
+      assert titles.fold_text(text) == want, text
+  assert titles.fold_text("Jürgen  KLINSMANN") == "jurgen klinsmann"
