@@ -209,45 +209,30 @@ def _left_cut(text: str, floor: int, pos: int, n: int, stop_at_newline: bool) ->
       if newline >= 0:
         lo = floor = newline + 1
     window = text[lo:pos]
-    if window.isascii():
-      search = _ASCII_TOKEN.search
-    elif _CJK.search(window) is None:
-      search = _TOKEN.search
+    ascii_window = window.isascii()
+    if ascii_window or _CJK.search(window) is None:
+      search = (_ASCII_TOKEN if ascii_window else _TOKEN).search
+      reverse = window[::-1]
+      found = start = 0
+      while found < n:
+        match = search(reverse, start)
+        if match is None:
+          break
+        found += 1
+        start = match.end()
+      # reverse[:start] holds the `found` tokens nearest `pos`; the last one may go on past
+      # the window's left edge unless a character after it in `reverse` ends it.
+      if lo == floor or (found == n and start < len(reverse)):
+        return pos - start if found else pos
     else:
-      return _left_cut_forward(text, floor, pos, n, stop_at_newline)
-    reverse = window[::-1]
-    found = start = 0
-    while found < n:
-      match = search(reverse, start)
-      if match is None:
-        break
-      found += 1
-      start = match.end()
-    # reverse[:start] holds the `found` tokens nearest `pos`; the last one may go on past the
-    # window's left edge unless a character after it in `reverse` ends it.
-    if lo == floor or (found == n and start < len(reverse)):
-      return pos - start if found else pos
-    width *= 2
-
-
-def _left_cut_forward(text: str, floor: int, pos: int, n: int, stop_at_newline: bool) -> int:
-  """_left_cut by tokenizing windows forwards: for text with CJK characters."""
-  width = _WINDOW_CHARS
-  while True:
-    lo = max(floor, pos - width)
-    if stop_at_newline:
-      newline = text.rfind("\n", lo, pos)
-      if newline >= 0:
-        lo = floor = newline + 1
-    token = _ASCII_TOKEN if text[lo:pos].isascii() else _TOKEN
-    starts = [m.start() for m in token.finditer(text, lo, pos)]
-    # A token at the window's left edge may be cut off; any later one is whole.
-    if len(starts) > n:
-      return starts[-n]
-    if lo == floor:
-      if not starts:
-        return pos
-      return starts[-n] if len(starts) >= n else starts[0]
+      # Forwards: a token at the window's left edge may be cut off; any later one is whole.
+      # (A narrower window without CJK that the backward read found too short is too short
+      # here as well, so the doubling goes on from this width.)
+      starts = [m.start() for m in _TOKEN.finditer(text, lo, pos)]
+      if len(starts) > n:
+        return starts[-n]
+      if lo == floor:
+        return starts[-n] if len(starts) >= n else starts[0] if starts else pos
     width *= 2
 
 
