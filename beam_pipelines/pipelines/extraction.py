@@ -235,12 +235,12 @@ class _ReadAhead:
             self._cond.wait()
           if self._cancelled:
             return
-          self._events.append(event)
+          self._events.append((event, size))
           self._chars += size
           self._cond.notify_all()
     except BaseException as e:  # pylint: disable=broad-except
       with self._cond:
-        self._events.append((_EXCEPTION, e))
+        self._events.append(((_EXCEPTION, e), 0))
     finally:
       with self._cond:
         self._finished = True
@@ -253,9 +253,9 @@ class _ReadAhead:
           self._cond.wait()
         if not self._events:
           return
-        event = self._events.popleft()
-        if event[0] == _PAGE:
-          self._chars -= pages_lib.page_size(event[1][0])
+        event, size = self._events.popleft()
+        if size:
+          self._chars -= size
           self._cond.notify_all()
       if event[0] == _EXCEPTION:
         raise event[1]
