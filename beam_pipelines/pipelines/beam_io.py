@@ -288,12 +288,18 @@ class InProcessValue(typehints.TypeConstraint):
 beam.coders.registry.register_coder(InProcessValue, InProcessCoder)
 
 
+def in_memory_one_worker(pipeline_options: PipelineOptions) -> bool:
+  """True where the options ask Beam's local runner for its in-memory mode with one worker
+  (--direct_running_mode=in_memory, --direct_num_workers=1): every stage in this process."""
+  direct = pipeline_options.view_as(DirectOptions)
+  return direct.direct_running_mode == "in_memory" and direct.direct_num_workers == 1
+
+
 def passes_by_reference(pipeline: beam.Pipeline) -> bool:
   """True where by_reference passes values by reference: `pipeline` runs on Beam's Fn API
   runner (LOCAL_RUNNER) in memory with one worker, every stage in this process."""
-  direct = pipeline.options.view_as(DirectOptions)
   return (isinstance(pipeline.runner, fn_runner.FnApiRunner)
-          and direct.direct_running_mode == "in_memory" and direct.direct_num_workers == 1)
+          and in_memory_one_worker(pipeline.options))
 
 
 def by_reference(pcoll, keyed: bool = True, read_once: bool = True):
@@ -333,6 +339,14 @@ def by_reference(pcoll, keyed: bool = True, read_once: bool = True):
   value = InProcessValue(store_id, read_once)
   pcoll.element_type = typehints.Tuple[typehints.Any, value] if keyed else value
   return pcoll
+
+
+def flatten_by_reference(pcolls, label: str):
+  """beam.Flatten (step `label`) of (key, value) PCollections that the Flatten alone reads,
+  their values passed by reference (by_reference) into it and out of it: Beam's local runner
+  in memory writes a Flatten of several stages' outputs to a buffer that its reading stage
+  decodes, and each input is marked too, so that none is written with another coder first."""
+  return by_reference([by_reference(p) for p in pcolls] | label >> beam.Flatten())
 
 
 def release_by_reference(pipeline: beam.Pipeline) -> int:
@@ -509,12 +523,12 @@ class WriteTextFile(beam.PTransform):
         f.write(format_tsv(all_rows).encode("utf-8"))
       return path
 
-    # The rows (or packs) pass by reference on the local runner in memory (by_reference: the
-    # Flatten's inputs, which it alone reads, and its output): Beam's combine encoded and
-    # decoded the alias table twice on its way here, 2 s of the 14 dumps' extraction.
-    keyed = by_reference(rows | "KeyRows" >> beam.Map(lambda row: (0, row)))
-    marker = by_reference(rows.pipeline | "Marker" >> beam.Create([(0, None)]))
-    return (by_reference((keyed, marker) | "RowsAndMarker" >> beam.Flatten())
+    # The rows (or packs) pass by reference on the local runner in memory: Beam's combine
+    # encoded and decoded the alias table twice on its way here, 2 s of the 14 dumps'
+    # extraction.
+    keyed = rows | "KeyRows" >> beam.Map(lambda row: (0, row))
+    marker = rows.pipeline | "Marker" >> beam.Create([(0, None)])
+    return (flatten_by_reference((keyed, marker), "RowsAndMarker")
             | "Collect" >> beam.GroupByKey()
             | "Write" >> beam.Map(write))
 

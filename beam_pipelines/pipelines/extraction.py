@@ -1270,9 +1270,8 @@ def describe_runner(pipeline_options: PipelineOptions) -> str:
 def runs_in_memory(pipeline_options: PipelineOptions) -> bool:
   """True for Beam's local runner in memory with one worker: every step in this process."""
   runner = pipeline_options.view_as(StandardOptions).runner
-  direct = pipeline_options.view_as(DirectOptions)
   return (runner in (None, beam_io.LOCAL_RUNNER, "DirectRunner")
-          and direct.direct_running_mode == "in_memory" and direct.direct_num_workers == 1)
+          and beam_io.in_memory_one_worker(pipeline_options))
 
 
 def default_parse_processes(pipeline_options: PipelineOptions) -> int:

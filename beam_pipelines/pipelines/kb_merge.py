@@ -794,12 +794,8 @@ class MergeKnowledgeBase(beam.PTransform):
       """Bucket packs -> (bucket, [pack, ...]): one join's shuffle."""
       if not packs:
         packs = [pipeline | f"No{label}Inputs" >> beam.Create([])]
-      # Beam's local runner in memory writes a Flatten of several stages' outputs to a buffer
-      # that its reading stage decodes: the values pass by reference there (by_reference; each
-      # input too, which the Flatten alone reads, so that no input is written with another
-      # coder first).
-      flat = beam_io.by_reference(
-          [beam_io.by_reference(p) for p in packs] | f"{label}Inputs" >> beam.Flatten())
+      # The values pass by reference through the Flatten (beam_io.flatten_by_reference).
+      flat = beam_io.flatten_by_reference(packs, f"{label}Inputs")
       return flat | label >> beam_io.CountedGroupByKey(label)
 
     # 1. Redirect edges, by source key with the keys of dump pages; then to their final keys.
