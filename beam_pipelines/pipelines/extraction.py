@@ -1410,16 +1410,17 @@ def run(input_patterns: Sequence[str], output_dir: str,
   started = datetime.datetime.now(datetime.timezone.utc)
   try:
     write_staging_owner(staging)
-    pipeline = beam.Pipeline(options=pipeline_options)
-    build_pipeline(pipeline, list(input_patterns), staging, heldout_fraction=heldout_fraction,
-                   descriptions=descriptions, num_shards=num_shards,
-                   max_page_chars=max_page_chars, multistream_index=multistream_index,
-                   detect_multistream_index=detect_multistream_index,
-                   range_bytes=range_bytes, title_lists=title_lists,
-                   redirect_lists=redirect_lists, site_infos=checked["site_infos"],
-                   parse_processes=parse_processes,
-                   parse_start_method=start_method)
-    result, state = beam_io.run_pipeline(pipeline)
+    with beam_io.dofn_specs_once():  # each DoFn's methods inspected once, built and run
+      pipeline = beam.Pipeline(options=pipeline_options)
+      build_pipeline(pipeline, list(input_patterns), staging,
+                     heldout_fraction=heldout_fraction, descriptions=descriptions,
+                     num_shards=num_shards, max_page_chars=max_page_chars,
+                     multistream_index=multistream_index,
+                     detect_multistream_index=detect_multistream_index,
+                     range_bytes=range_bytes, title_lists=title_lists,
+                     redirect_lists=redirect_lists, site_infos=checked["site_infos"],
+                     parse_processes=parse_processes, parse_start_method=start_method)
+      result, state = beam_io.run_pipeline(pipeline)
     if state != beam.runners.runner.PipelineState.DONE:
       raise RuntimeError(f"extraction pipeline ended in state {state}")
     stats = beam_io.counters(result, COUNTER_NAMESPACE)

@@ -383,10 +383,11 @@ def run(export_dir: str, index_dir: str, extract_dir: str, output_dir: str, roun
   try:
     extraction.write_staging_owner(staging)
     options = pipeline_options or beam_io.default_pipeline_options([])
-    pipeline = beam.Pipeline(options=options)
-    build_pipeline(pipeline, export_dir, index_dir, extract_dir, staging, round_, previous_dir,
-                   index_kind, k, link_sources=link_sources)
-    result, _ = beam_io.run_pipeline(pipeline)
+    with beam_io.dofn_specs_once():  # each DoFn's methods inspected once, built and run
+      pipeline = beam.Pipeline(options=options)
+      build_pipeline(pipeline, export_dir, index_dir, extract_dir, staging, round_,
+                     previous_dir, index_kind, k, link_sources=link_sources)
+      result, _ = beam_io.run_pipeline(pipeline)
     losses = beam_io.flow_losses(beam_io.counters(result, beam_io.FLOW_NAMESPACE))
     if losses:  # the shard writer's shuffle lost or duplicated records (extraction.check_flow)
       raise RuntimeError(f"the mining pipeline finished but its values do not add up: "

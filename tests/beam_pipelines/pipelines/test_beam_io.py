@@ -78,6 +78,68 @@ def test_bundles_sample_briefly_inside_the_context_and_as_beam_does_outside():
   assert statesampler.StateSampler is beams
 
 
+def test_each_dofn_is_inspected_once_inside_the_context_with_beams_answers(monkeypatch):
+  """Beam inspects every method of a DoFn for state and timer parameters at 8 places of a
+  local run (issue 17: 824 calls, 0.36 s of a 1.0 s extraction of 3 pages); inside
+  dofn_specs_once each DoFn object is inspected once, with the same answer, and a stateful
+  pipeline still runs (its state and timer found)."""
+  # pylint: disable=g-import-not-at-top
+  import apache_beam as beam
+  from apache_beam.coders import VarIntCoder
+  from apache_beam.testing import util
+  from apache_beam.transforms import userstate
+  # pylint: enable=g-import-not-at-top
+  beams = userstate.get_dofn_specs
+
+  class Stateful(beam.DoFn):
+    TOTAL = userstate.ReadModifyWriteStateSpec("total", VarIntCoder())
+    FLUSH = userstate.TimerSpec("flush", beam.TimeDomain.WATERMARK)
+
+    def process(self, element, total=beam.DoFn.StateParam(TOTAL),
+                flush=beam.DoFn.TimerParam(FLUSH)):
+      total.write((total.read() or 0) + element[1])
+      flush.set(beam.transforms.window.GlobalWindow().max_timestamp())
+
+    @userstate.on_timer(FLUSH)
+    def on_flush(self, total=beam.DoFn.StateParam(TOTAL)):
+      yield total.read()
+
+  plain, stateful = beam.Map(len).fn, Stateful()
+  expected = {id(fn): beams(fn) for fn in (plain, stateful)}
+  assert expected[id(plain)] == (set(), set())
+  assert ({s.name for s in expected[id(stateful)][0]},
+          {t.name for t in expected[id(stateful)][1]}) == ({"total"}, {"ts-flush"})
+  inspected = []
+
+  def counting(dofn):
+    inspected.append(dofn)
+    return beams(dofn)
+
+  monkeypatch.setattr(userstate, "get_dofn_specs", counting)
+  with beam_io.dofn_specs_once():
+    assert userstate.get_dofn_specs is not counting
+    with beam_io.dofn_specs_once():  # nested
+      for _ in range(3):
+        for fn in (plain, stateful):
+          specs = userstate.get_dofn_specs(fn)
+          assert specs == expected[id(fn)]
+          specs[0].add("mutated")  # new sets each call, as Beam's
+    assert userstate.is_stateful_dofn(stateful) and not userstate.is_stateful_dofn(plain)
+    assert inspected == [plain, stateful]
+    with beam.Pipeline(options=beam_io.default_pipeline_options([])) as p:
+      totals = p | beam.Create([("a", 1), ("a", 2), ("b", 5)]) | beam.ParDo(Stateful())
+      util.assert_that(totals, util.equal_to([3, 5]))
+  assert userstate.get_dofn_specs is counting  # what was in place, back
+  with pytest.raises(RuntimeError, match="boom"):
+    with beam_io.dofn_specs_once():
+      raise RuntimeError("boom")
+  assert userstate.get_dofn_specs is counting
+  before = len(inspected)
+  userstate.get_dofn_specs(plain)
+  userstate.get_dofn_specs(plain)
+  assert len(inspected) == before + 2  # outside the context: inspected at every call
+
+
 # --- flags that are neither the entry point's nor Beam's (issue 14, item 2) ------------------
 
 OWN_FLAGS = ["input", "output_dir", "titles", "redirects_tsv", "descriptions"]
