@@ -867,11 +867,18 @@ class WriteShardedTFRecords(beam.PTransform):
       num_shards = (records.pipeline | "NumShards" >> beam.Create([self._num_shards]))
     else:
       per_shard = self._records_per_shard
-      count = (records | "Count" >> (
-          (beam.Map(len) | beam.CombineGlobally(sum)) if self._packed
-          else beam.combiners.Count.Globally()))
-      num_shards = count | "NumShards" >> beam.Map(lambda n: max(1, -(-n // per_shard)))
-    num_shards_side = beam.pvalue.AsSingleton(num_shards)
+      if self._packed:
+        # One size per pack, summed under one key: not CombineGlobally, whose expansion is 9
+        # steps, each a fixed cost on the local runner (about 6 ms a step, issue 17).
+        num_shards = (records | "PackSizes" >> beam.Map(lambda pack: (None, len(pack)))
+                      | "SumSizes" >> beam.GroupByKey()
+                      | "NumShards" >> beam.Map(
+                          lambda sizes: max(1, -(-sum(sizes[1]) // per_shard))))
+      else:
+        num_shards = (records | "Count" >> beam.combiners.Count.Globally()
+                      | "NumShards" >> beam.Map(lambda n: max(1, -(-n // per_shard))))
+    # An empty input has no size: one shard (written empty).
+    num_shards_side = beam.pvalue.AsSingleton(num_shards, default_value=1)
     # Records in the files ('PREFIX/written', PREFIX the file name prefix: 'entities'),
     # checked against what the pipeline counted (flow_losses).
     name = path_prefix.rsplit("/", 1)[-1]
@@ -892,7 +899,7 @@ class WriteShardedTFRecords(beam.PTransform):
       written.inc(len(rows))
       return path, len(rows)
 
-    def write_empty(n, nonempty):
+    def write_empty(_, n, nonempty):
       # The shards no record went to, written empty so that every shard file exists.
       done = {path for path, _ in nonempty}
       for shard in range(n):
@@ -916,7 +923,8 @@ class WriteShardedTFRecords(beam.PTransform):
     nonempty = (keyed
                 | "GroupByShard" >> CountedGroupByKey(f"{name}/shards")
                 | "WriteShard" >> beam.Map(write, num_shards_side))
-    empty = num_shards | "WriteEmptyShards" >> beam.FlatMap(
-        write_empty, beam.pvalue.AsList(nonempty))
+    empty = (records.pipeline | "Once" >> beam.Impulse()
+             | "WriteEmptyShards" >> beam.FlatMap(write_empty, num_shards_side,
+                                                  beam.pvalue.AsList(nonempty)))
     return (nonempty, empty) | "AllShards" >> beam.Flatten()
 
