@@ -783,7 +783,7 @@ def _read_lists(pipeline, name: str, patterns: Sequence[str], parse, counter: st
   if not patterns:
     return pipeline | f"No{name}" >> beam.Create([])
   return (pipeline
-          | f"{name}Patterns" >> beam.Create(list(patterns))
+          | f"{name}Patterns" >> beam.Create(list(patterns), reshuffle=False)
           | f"Match{name}" >> fileio.MatchAll()
           # One element per file: workers read them in parallel.
           | f"Spread{name}" >> beam.Reshuffle()
@@ -858,7 +858,8 @@ def build_pipeline(pipeline: beam.Pipeline, input_patterns: Sequence[str], outpu
     logging.info("%s: wiki %s, language %r, %d namespaces, case %s.", path,
                  info.dbname or "?", info.lang, len(info.namespaces), info.case)
   paths = (pipeline
-           | "InputPatterns" >> beam.Create(list(input_patterns))
+           # Not reshuffled: SpreadFiles spreads the files (or ranges) that the patterns match.
+           | "InputPatterns" >> beam.Create(list(input_patterns), reshuffle=False)
            | "MatchFiles" >> fileio.MatchAll()
            | "PlanReads" >> beam.ParDo(PlanReadsFn(index_paths, detect_multistream_index,
                                                    range_bytes)))
