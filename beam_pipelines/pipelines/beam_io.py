@@ -363,6 +363,16 @@ def passes_by_reference(pipeline: beam.Pipeline) -> bool:
           and in_memory_one_worker(pipeline.options))
 
 
+def spread(pcoll, label: str):
+  """`pcoll` | beam.Reshuffle() (step `label`), so that the work of its elements (files to
+  read) spreads over the workers; `pcoll` itself where the pipeline runs in this process with
+  one worker (passes_by_reference), where a Reshuffle only adds a stage and 4 steps, each a
+  fixed cost of Beam's local runner (issue 17)."""
+  if passes_by_reference(pcoll.pipeline):
+    return pcoll
+  return pcoll | label >> beam.Reshuffle()
+
+
 def by_reference(pcoll, keyed: bool = True, read_once: bool = True):
   """Has Beam pass the values of `pcoll` ((key, value) pairs with `keyed`, else whole
   elements) from the stage that writes them to the stage that reads them by reference, where

@@ -722,9 +722,8 @@ class ExtractWikipedia(beam.PTransform):
   def expand(self, inputs):
     paths, descriptions = inputs[:2]
     title_list, title_redirects = inputs[2:] if len(inputs) > 2 else (None, None)
-    pages = (paths
-             # One element per file or per multistream range: workers read them in parallel.
-             | "SpreadFiles" >> beam.Reshuffle()
+    # One element per file or per multistream range: workers read them in parallel.
+    pages = (beam_io.spread(paths, "SpreadFiles")
              | "ReadPages" >> beam.ParDo(ReadPagesFn(xml_paths=self._sites,
                                                      threads=self._parse_processes))
              # Grouping by title both removes pages repeated across inputs and reshuffles the
@@ -782,11 +781,11 @@ def _read_lists(pipeline, name: str, patterns: Sequence[str], parse, counter: st
   and its lines parsed with `parse` by kb_merge.ReadListFileFn, in packs (lists)."""
   if not patterns:
     return pipeline | f"No{name}" >> beam.Create([])
-  return (pipeline
-          | f"{name}Patterns" >> beam.Create(list(patterns), reshuffle=False)
-          | f"Match{name}" >> fileio.MatchAll()
-          # One element per file: workers read them in parallel.
-          | f"Spread{name}" >> beam.Reshuffle()
+  files = (pipeline
+           | f"{name}Patterns" >> beam.Create(list(patterns), reshuffle=False)
+           | f"Match{name}" >> fileio.MatchAll())
+  # One element per file: workers read them in parallel.
+  return (beam_io.spread(files, f"Spread{name}")
           | f"Read{name}" >> beam.ParDo(kb_merge.ReadListFileFn(parse, counter)))
 
 

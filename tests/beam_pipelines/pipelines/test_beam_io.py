@@ -349,6 +349,45 @@ def test_shuffled_values_pass_by_reference_on_the_local_runner_in_memory():
   assert not isinstance(beam_io.by_reference(pcoll).element_type, beam_io.InProcessValue)
 
 
+def test_spread_reshuffles_unless_one_worker_in_this_process_does_everything():
+  """beam_io.spread: a Reshuffle where workers can share the elements (multi-threaded,
+  multi-process, distributed runners); on the local runner in memory with one worker, where
+  it would only add a stage, the same PCollection; the elements arrive either way."""
+  # pylint: disable=g-import-not-at-top
+  import apache_beam as beam
+  from apache_beam.testing import util
+  # pylint: enable=g-import-not-at-top
+  for args, reshuffled in (([], False), (["--direct_running_mode=multi_threading"], True),
+                           (["--direct_num_workers=2"], True)):
+    with beam.Pipeline(options=beam_io.default_pipeline_options(args)) as pipeline:
+      files = pipeline | beam.Create(["a", "b", "c"], reshuffle=False)
+      spread = beam_io.spread(files, "SpreadFiles")
+      assert (spread is not files) == reshuffled, args
+      labels = []
+      pipeline.visit(_LabelVisitor(labels))
+      assert any(label.endswith("SpreadFiles") for label in labels) == reshuffled, args
+      util.assert_that(spread | beam.Map(str.upper), util.equal_to(["A", "B", "C"]))
+
+
+class _LabelVisitor:
+  """Pipeline visitor that lists the full labels of the transforms (leaves and composites)."""
+
+  def __init__(self, labels):
+    self._labels = labels
+
+  def enter_composite_transform(self, node):
+    self._labels.append(node.full_label)
+
+  def leave_composite_transform(self, node):
+    pass
+
+  def visit_transform(self, node):
+    self._labels.append(node.full_label)
+
+  def visit_value(self, value, producer_node):
+    pass
+
+
 def test_a_value_read_once_cannot_be_read_twice_and_a_kept_one_until_released():
   """InProcessCoder: read_once takes the value out (a second read is a RuntimeError naming
   the store, never another value); without it the value stays, the same object, until
