@@ -189,64 +189,85 @@ def brief_state_sampling(period_ms: int = BRIEF_SAMPLING_PERIOD_MS) -> Iterator[
         statesampler.StateSampler = _BEAM_STATE_SAMPLER
 
 
-# The function that dofn_specs_once found in place (Beam's) and puts back when the last
-# context closes.
-_INSPECT_DOFN = [userstate.get_dofn_specs]
-_SPECS_LOCK = threading.Lock()
-_SPECS_OPEN = [0]  # contexts open (dofn_specs_once)
-# id(DoFn) -> (weak reference to it, its (state specs, timer specs)), while a context is open.
-_SPECS: Dict[int, Tuple[Any, Tuple[frozenset, frozenset]]] = {}
+_INTROSPECT_LOCK = threading.RLock()
+_INTROSPECT_OPEN = [0]  # contexts open (introspect_once)
+# What introspect_once found in place (Beam's) and puts back when the last context closes.
+_BEAM_GET_DOFN_SPECS = [userstate.get_dofn_specs]
+_BEAM_VIEW_AS = [PipelineOptions.view_as]
+# (kind, id(object), argument) -> (weak reference to the object, answer), while a context is
+# open; an entry goes with its object.
+_INTROSPECTED: Dict[Tuple[str, int, Any], Tuple[Any, Any]] = {}
 
 
-def _dofn_specs_memoized(dofn):
-  """userstate.get_dofn_specs(dofn), computed once per DoFn object (by identity): new sets
-  each call, as Beam's own function returns."""
-  with _SPECS_LOCK:
-    entry = _SPECS.get(id(dofn))
-  if entry is not None and entry[0]() is dofn:
-    return set(entry[1][0]), set(entry[1][1])
-  state_specs, timer_specs = _INSPECT_DOFN[0](dofn)
-  key = id(dofn)
+def _once(kind: str, obj, argument, compute):
+  """compute() the first time (kind, obj, argument) is asked for while a context is open, the
+  kept answer after that (obj by identity); an object that takes no weak reference is
+  computed every time."""
+  key = (kind, id(obj), argument)
+  with _INTROSPECT_LOCK:
+    entry = _INTROSPECTED.get(key)
+  if entry is not None and entry[0]() is obj:
+    return entry[1]
+  answer = compute()
   try:
-    ref = weakref.ref(dofn, lambda _, key=key: _SPECS.pop(key, None))
-  except TypeError:  # an object that takes no weak reference: not kept
-    return state_specs, timer_specs
-  with _SPECS_LOCK:
-    _SPECS[key] = (ref, (frozenset(state_specs), frozenset(timer_specs)))
-  return state_specs, timer_specs
+    ref = weakref.ref(obj, lambda _, key=key: _INTROSPECTED.pop(key, None))
+  except TypeError:
+    return answer
+  with _INTROSPECT_LOCK:
+    if _INTROSPECT_OPEN[0]:
+      _INTROSPECTED[key] = (ref, answer)
+  return answer
+
+
+def _dofn_specs_once(dofn):
+  state_specs, timer_specs = _once(
+      "specs", dofn, None,
+      lambda: tuple(map(frozenset, _BEAM_GET_DOFN_SPECS[0](dofn))))
+  return set(state_specs), set(timer_specs)  # new sets each call, as Beam's
+
+
+def _view_as_once(options, cls):
+  return _once("view", options, cls, lambda: _BEAM_VIEW_AS[0](options, cls))
 
 
 @contextlib.contextmanager
-def dofn_specs_once() -> Iterator[None]:
-  """While the context is open, Beam inspects each DoFn object's methods for state and timer
-  parameters once, not at each of the 8 places that ask in a local run.
+def introspect_once() -> Iterator[None]:
+  """While the context is open, Beam asks each DoFn for its state and timer parameters once,
+  and builds each view of a PipelineOptions object once, instead of at every step that asks.
 
-  Beam's userstate.get_dofn_specs builds the signature (inspect.signature) of every method of
-  the DoFn, DoFn's own ~30 included, and is called twice when a ParDo is made, twice when the
-  pipeline is translated (ParDo.to_runner_api_parameter), once by the runner's keyed-input
-  visit and twice when each stage's bundle processor is made: 824 calls, 0.36 s of the 1.0 s
-  that the extraction takes on a 3-page dump, about 6 ms of the cost of each Map (issue 17).
-  The answer depends only on the DoFn's methods' parameter defaults, fixed when it is made;
-  within the context it is kept per DoFn object (by identity, released with the object) and
-  handed out as new sets, as Beam's function does. Contexts may nest, or overlap across
-  threads; the function found in place (Beam's) is restored, and the memo cleared, when
-  the last one closes.
-  Pipelines whose bundles run in other processes (multi_processing, Dataflow) inspect there
-  as before.
+  Each step of a pipeline costs Beam's local runner a fixed ~6 ms (issue 17), most of it
+  introspection repeated for every step:
+  - userstate.get_dofn_specs builds the signature (inspect.signature) of every method of the
+    DoFn, DoFn's own ~30 included, and is called twice when a ParDo is made, twice when the
+    pipeline is translated, once by the runner's keyed-input visit and twice when a stage's
+    bundle processor is made: 824 calls, 0.36 s of the 1.0 s that the extraction took on a
+    3-page dump. Its answer depends only on the methods' parameter defaults, fixed when the
+    DoFn is made; here it is kept per DoFn object and handed out as new sets, as Beam's.
+  - PipelineOptions.view_as builds an argparse parser of the view's options (Beam does so
+    twice for every transform applied, for its type-check flag): 506 calls, 0.13 s. Views
+    of one options object share its values (writes through any view reach all); here each
+    view class's view is kept per options object.
+  Answers are kept by object identity and go with their object. Contexts may nest, or
+  overlap across threads; what was in place (Beam's functions) is restored, and everything
+  kept is dropped, when the last one closes. Bundles run in other processes
+  (multi_processing, Dataflow) are not affected.
   """
-  with _SPECS_LOCK:
-    _SPECS_OPEN[0] += 1
-    if _SPECS_OPEN[0] == 1:
-      _INSPECT_DOFN[0] = userstate.get_dofn_specs
-      userstate.get_dofn_specs = _dofn_specs_memoized
+  with _INTROSPECT_LOCK:
+    _INTROSPECT_OPEN[0] += 1
+    if _INTROSPECT_OPEN[0] == 1:
+      _BEAM_GET_DOFN_SPECS[0] = userstate.get_dofn_specs
+      _BEAM_VIEW_AS[0] = PipelineOptions.view_as
+      userstate.get_dofn_specs = _dofn_specs_once
+      PipelineOptions.view_as = _view_as_once
   try:
     yield
   finally:
-    with _SPECS_LOCK:
-      _SPECS_OPEN[0] -= 1
-      if _SPECS_OPEN[0] == 0:
-        userstate.get_dofn_specs = _INSPECT_DOFN[0]
-        _SPECS.clear()
+    with _INTROSPECT_LOCK:
+      _INTROSPECT_OPEN[0] -= 1
+      if _INTROSPECT_OPEN[0] == 0:
+        userstate.get_dofn_specs = _BEAM_GET_DOFN_SPECS[0]
+        PipelineOptions.view_as = _BEAM_VIEW_AS[0]
+        _INTROSPECTED.clear()
 
 
 # Values passed by reference between stages (by_reference): store id -> {value id: value}.
@@ -435,7 +456,7 @@ def release_by_reference(pipeline: beam.Pipeline) -> int:
 
 
 def run_pipeline(pipeline: beam.Pipeline):
-  """Runs `pipeline` to its end with brief_state_sampling and dofn_specs_once, and releases its
+  """Runs `pipeline` to its end with brief_state_sampling and introspect_once, and releases its
   by_reference store (release_by_reference), whether the run finishes or raises.
 
   Returns:
@@ -443,7 +464,7 @@ def run_pipeline(pipeline: beam.Pipeline):
   """
   try:
     # ~40 bundle ends in memory without 200 ms waits; each DoFn inspected once.
-    with brief_state_sampling(), dofn_specs_once():
+    with brief_state_sampling(), introspect_once():
       result = pipeline.run()
       state = result.wait_until_finish()
   finally:

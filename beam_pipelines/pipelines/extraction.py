@@ -1410,7 +1410,7 @@ def run(input_patterns: Sequence[str], output_dir: str,
   started = datetime.datetime.now(datetime.timezone.utc)
   try:
     write_staging_owner(staging)
-    with beam_io.dofn_specs_once():  # each DoFn's methods inspected once, built and run
+    with beam_io.introspect_once():  # Beam's introspection once per object, built and run
       pipeline = beam.Pipeline(options=pipeline_options)
       build_pipeline(pipeline, list(input_patterns), staging,
                      heldout_fraction=heldout_fraction, descriptions=descriptions,

@@ -383,7 +383,7 @@ def run(export_dir: str, index_dir: str, extract_dir: str, output_dir: str, roun
   try:
     extraction.write_staging_owner(staging)
     options = pipeline_options or beam_io.default_pipeline_options([])
-    with beam_io.dofn_specs_once():  # each DoFn's methods inspected once, built and run
+    with beam_io.introspect_once():  # Beam's introspection once per object, built and run
       pipeline = beam.Pipeline(options=options)
       build_pipeline(pipeline, export_dir, index_dir, extract_dir, staging, round_,
                      previous_dir, index_kind, k, link_sources=link_sources)
