@@ -860,9 +860,15 @@ class PackByKey(PackingDoFn):
 class PackByShard(PackByKey):
   """[(sort key, record), ...] with the number of shards n (a side input) -> (shard, [(sort
   key, record), ...]): the records of a bundle's input packs repacked by their shard
-  (shard_of(sort key, n)), with PackByKey's bounds, in one step per input pack."""
+  (shard_of(sort key, n)), with PackByKey's bounds, in one step per input pack. With one
+  shard each input pack goes on as shard 0's, as it is (its records need no fingerprint; the
+  packs that come here are bounded as PackByKey's: beam_io.Packs, kb_merge's chunks), and
+  the shard file is the same: its writer sorts the records of all its packs."""
 
   def process(self, records, n):  # pylint: disable=arguments-differ
+    if n == 1:
+      yield 0, records
+      return
     add = self._packs.add
     for record in records:
       yield from add(shard_of(record[0], n), record)

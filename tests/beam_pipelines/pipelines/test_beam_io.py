@@ -285,7 +285,8 @@ def test_tfrecord_frame_is_tensorflows_framing(tmp_path):
 def test_packed_records_give_the_same_shard_files(tmp_path):
   """WriteShardedTFRecords(packed=True) on lists of records writes the files it writes from
   the records one by one: same shards, same order, same bytes (records_per_shard 3 of 10
-  records: 4 shards), and an empty input still writes its shard."""
+  records: 4 shards; and one shard, where the packs go on as they are), and an empty input
+  still writes its shard."""
   # pylint: disable=g-import-not-at-top
   import apache_beam as beam
   from apache_beam.testing import test_pipeline
@@ -299,6 +300,11 @@ def test_packed_records_give_the_same_shard_files(tmp_path):
     _ = (p | "Packs" >> beam.Create(packs)
          | "WritePacks" >> beam_io.WriteShardedTFRecords(str(tmp_path / "packed"),
                                                          records_per_shard=3, packed=True))
+    _ = (p | "OneShard" >> beam.Create(records)
+         | "WriteOneShard" >> beam_io.WriteShardedTFRecords(str(tmp_path / "single")))
+    _ = (p | "PacksOneShard" >> beam.Create(packs)
+         | "WritePacksOneShard" >> beam_io.WriteShardedTFRecords(str(tmp_path / "psingle"),
+                                                                 packed=True))
     _ = (p | "NoPacks" >> beam.Create([[("k", b"v")]]) | beam.Filter(lambda pack: False)
          | "WriteNone" >> beam_io.WriteShardedTFRecords(str(tmp_path / "none"), packed=True))
   one = sorted(f.name for f in tmp_path.glob("one-*"))
@@ -307,6 +313,10 @@ def test_packed_records_give_the_same_shard_files(tmp_path):
     assert (tmp_path / name).read_bytes() == (tmp_path / name.replace("one", "packed")).read_bytes()
   assert sum(1 for name in one for _ in tf.data.TFRecordDataset(str(tmp_path / name))) == 10
   assert [f.name for f in tmp_path.glob("none-*")] == ["none-00000-of-00001.tfrecord"]
+  single = tmp_path / "single-00000-of-00001.tfrecord"
+  assert single.read_bytes() == (tmp_path / "psingle-00000-of-00001.tfrecord").read_bytes()
+  assert [r.numpy() for r in tf.data.TFRecordDataset(str(single))] == [
+      value for _, value in sorted(records)]
 
 
 def test_every_shard_is_written_and_listed_when_records_leave_some_empty(tmp_path):
