@@ -510,6 +510,20 @@ def test_a_step_with_no_worker_process_is_refused():
     kb_merge.BuildEntitiesFn(title_only_rules=True, processes=0)
 
 
+def test_in_global_window_is_beams_windowed_value_in_the_global_window():
+  """in_global_window shares one windows tuple instead of making a GlobalWindow a value: the
+  same WindowedValue as GlobalWindows.windowed_value (value, timestamp, window, pane)."""
+  # pylint: disable=g-import-not-at-top
+  from apache_beam.transforms import window
+  # pylint: enable=g-import-not-at-top
+  for value in ((1, ["a"]), None, b"x"):
+    ours, beams = beam_io.in_global_window(value), window.GlobalWindows.windowed_value(value)
+    assert ours == beams
+    assert (ours.value, ours.timestamp, ours.windows, ours.pane_info) == (
+        beams.value, beams.timestamp, beams.windows, beams.pane_info)
+    assert ours.windows[0] == window.GlobalWindow()
+
+
 def test_sorted_records_is_the_pairs_sort_with_and_without_repeated_keys():
   """The shard writer sorts by key alone, then by the pairs only where a key repeats: the
   order of sorted() on the pairs either way (issue 17)."""
