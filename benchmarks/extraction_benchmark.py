@@ -20,8 +20,8 @@ in the same run, each in its own subprocess so that its peak memory is its own:
 
 Reported per method: work seconds (inside the subprocess, imports excluded) and process wall
 seconds, pages/s (pages in the input files, the same for every method), articles out, links
-out (ours: mentions kept; wikiextractor: '<a href' in its output), links/s, the pages/s ratio to
-wikiextractor with 1 and with 2 processes, peak RSS of the largest process (ru_maxrss from
+out (ours: mentions kept; wikiextractor: '<a href' in its output), links/s, the pages/s and the
+links/s ratios to wikiextractor with 1 and with 2 processes, peak RSS of the largest process (ru_maxrss from
 os.wait4, which covers the subprocess and its reaped children) and the peak of the summed RSS of
 the whole process tree (sampled from /proc every --sample_s seconds; worker pools add up).
 
@@ -219,22 +219,28 @@ def count_pages(files: Sequence[str]) -> Tuple[int, int]:
 
 
 def format_table(results: Dict[str, Dict[str, float]], pages: int) -> str:
-  """The results as one text table (ratios: pages/s over wikiextractor's pages/s)."""
+  """The results as one text table; ratios over wikiextractor's with 1 and 2 processes, of
+  pages/s ('x WE-np') and of links/s ('links x np'; ours counts mentions kept, which include
+  links in tables, template parameters and captions that wikiextractor drops)."""
   def rate(name):
     return pages / results[name]["seconds"] if name in results else None
 
+  def link_rate(name):
+    return results[name]["links"] / results[name]["seconds"] if name in results else None
+
   header = (f"{'method':<24}{'work s':>9}{'wall s':>9}{'pages/s':>10}{'articles':>10}"
-            f"{'links':>9}{'links/s':>10}{'x WE-1p':>9}{'x WE-2p':>9}{'maxRSS MiB':>12}"
-            f"{'treeRSS MiB':>13}")
+            f"{'links':>9}{'links/s':>10}{'x WE-1p':>9}{'x WE-2p':>9}{'links x1p':>11}"
+            f"{'links x2p':>11}{'maxRSS MiB':>12}{'treeRSS MiB':>13}")
   lines = [header, "-" * len(header)]
   for name, r in results.items():
     ratios = []
-    for base in ("wikiextractor_1p", "wikiextractor_2p"):
-      base_rate = rate(base)
-      ratios.append(f"{rate(name) / base_rate:9.2f}" if base_rate else f"{'-':>9}")
+    for of, width in ((rate, 9), (link_rate, 11)):
+      for base in ("wikiextractor_1p", "wikiextractor_2p"):
+        base_rate = of(base)
+        ratios.append(f"{of(name) / base_rate:{width}.2f}" if base_rate else f"{'-':>{width}}")
     lines.append(f"{name:<24}{r['seconds']:9.1f}{r['wall_s']:9.1f}{rate(name):10.1f}"
-                 f"{r['articles']:10d}{r['links']:9d}{r['links'] / r['seconds']:10.0f}"
-                 f"{ratios[0]}{ratios[1]}{r['max_rss_mib']:12.0f}{r['tree_rss_mib']:13.0f}")
+                 f"{r['articles']:10d}{r['links']:9d}{link_rate(name):10.0f}"
+                 f"{''.join(ratios)}{r['max_rss_mib']:12.0f}{r['tree_rss_mib']:13.0f}")
   return "\n".join(lines)
 
 
@@ -334,7 +340,8 @@ def main(argv):
   print(format_table(results, pages))
   print("\npages/s: input pages / work s (the same pages for every method). links: ours = "
         "mentions kept (main-namespace links, with offsets); wikiextractor = '<a href' in its "
-        "output (--links). x WE-np: pages/s ratio ours / wikiextractor --processes n. maxRSS: "
+        "output (--links). x WE-np: pages/s ratio ours / wikiextractor --processes n; links "
+        "x np: the same of links/s. maxRSS: "
         "largest single process (ru_maxrss); treeRSS: sampled peak of the summed RSS of the "
         "process tree.")
   if long_pages:
