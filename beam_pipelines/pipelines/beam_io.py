@@ -1,5 +1,6 @@
 """Beam pieces shared by the pipelines: deterministic writers, pipeline options, counters."""
 
+import argparse
 import collections
 import concurrent.futures
 import contextlib
@@ -51,11 +52,25 @@ def unknown_pipeline_args(args: Sequence[str]) -> Tuple[List[str], List[str]]:
 
   Returns:
     (unknown arguments in order, e.g. ['--title=x'] or ['--title', 'x'], known option strings).
+
+  Raises:
+    ValueError: a known option with a value it does not take ('--direct_running_mode=bogus',
+      a bare '--direct_running_mode'), in argparse's words, instead of argparse's exit with
+      the usage of every Beam option (145 lines).
   """
   parsers = []
   PipelineOptions([]).get_all_options(add_extra_args_fn=parsers.append)
   parser = parsers[0]
-  _, unknown = parser.parse_known_args(list(args))
+
+  def refuse(message):
+    raise ValueError(f"bad Beam pipeline option: {message}")
+
+  parser.exit_on_error = False  # ArgumentError raised, not argparse's usage and exit
+  parser.error = refuse  # the errors argparse reports without an ArgumentError
+  try:
+    _, unknown = parser.parse_known_args(list(args))
+  except argparse.ArgumentError as e:
+    refuse(str(e))
   actions = parser._actions  # pylint: disable=protected-access
   known = sorted({s for action in actions for s in action.option_strings})
   return unknown, known

@@ -196,6 +196,11 @@ def test_beam_pipeline_options_pass(args):
     (["--direct_num_worker=2"], r"did you mean --direct_num_workers\?"),
     (["--runner=DirectRunner", "--zzz_unheard_of=1"], r"unknown flag\(s\) --zzz_unheard_of:"),
     (["dump.xml.bz2"], r"unexpected argument\(s\) dump.xml.bz2"),
+    # A known option with a value it does not take: argparse's words, not its usage and exit.
+    (["--direct_running_mode=bogus"],
+     r"bad Beam pipeline option: argument --direct_running_mode: invalid choice: 'bogus'"),
+    (["--direct_running_mode"], r"--direct_running_mode: expected one argument"),
+    (["--direct_num_workers=two"], r"--direct_num_workers: invalid int value: 'two'"),
 ])
 def test_misspelt_flags_are_errors_naming_them(args, message):
   with pytest.raises(ValueError, match=message):
