@@ -1122,6 +1122,14 @@ def _list_dir(directory: str) -> List[str]:
   return sorted(m.path for m in results)
 
 
+def _is_empty_dir(directory: str) -> bool:
+  """No file or directory in `directory`, hidden ones (another run's .staging-*) included (a
+  local glob skips them; an object store's does not)."""
+  if "://" not in directory:
+    return not os.listdir(directory)
+  return not FileSystems.match([FileSystems.join(directory, "*")])[0].metadata_list
+
+
 def _write_json(path: str, value: Any) -> None:
   with FileSystems.create(path) as f:
     f.write((json.dumps(value, indent=2, sort_keys=True) + "\n").encode("utf-8"))
@@ -1379,11 +1387,12 @@ def run(input_patterns: Sequence[str], output_dir: str,
   if pipeline_options is None:
     pipeline_options = beam_io.default_pipeline_options()
   check_parse_processes(parse_processes, pipeline_options)
+  runner = pipeline_options.view_as(StandardOptions).runner
+  if isinstance(runner, str):
+    beam.runners.create_runner(runner)  # an unknown runner: ValueError before any file is made
   # Every input is checked before anything in output_dir is touched.
   checked = check_inputs(input_patterns, descriptions, title_lists, redirect_lists,
                          multistream_index, heldout_fraction)
-  input_files, list_files = checked["dumps"], checked["list_files"]
-  manifest_path = FileSystems.join(output_dir, schema.MANIFEST_FILE)
   direct = pipeline_options.view_as(DirectOptions)
   if direct.direct_running_mode == "multi_processing" and direct.direct_num_workers != 1:
     logging.warning(
@@ -1402,8 +1411,28 @@ def run(input_patterns: Sequence[str], output_dir: str,
   start_method = default_parse_start_method(pipeline_options)
   logging.info("Parsing pages and building entities in %d process(es)%s.", parse_processes,
                f" ({start_method})" if parse_processes > 1 else "")
-  if not FileSystems.exists(output_dir):
+  created = not FileSystems.exists(output_dir)
+  if created:
     FileSystems.mkdirs(output_dir)
+  try:
+    return _run_into(output_dir, input_patterns, checked, pipeline_options, heldout_fraction,
+                     descriptions, num_shards, max_page_chars, multistream_index,
+                     detect_multistream_index, range_bytes, title_lists, redirect_lists,
+                     parse_processes, start_method)
+  except BaseException:
+    # A run that made output_dir and fails leaves no empty directory behind.
+    if created and FileSystems.exists(output_dir) and _is_empty_dir(output_dir):
+      FileSystems.delete([output_dir])
+    raise
+
+
+def _run_into(output_dir, input_patterns, checked, pipeline_options, heldout_fraction,
+              descriptions, num_shards, max_page_chars, multistream_index,
+              detect_multistream_index, range_bytes, title_lists, redirect_lists,
+              parse_processes, start_method) -> Dict[str, Any]:
+  """run's work once its inputs are checked and `output_dir` exists: staged, then published."""
+  input_files, list_files = checked["dumps"], checked["list_files"]
+  manifest_path = FileSystems.join(output_dir, schema.MANIFEST_FILE)
   remove_stale_staging(output_dir)
   staging = FileSystems.join(output_dir, _STAGING_PREFIX + uuid.uuid4().hex[:12])
   FileSystems.mkdirs(staging)

@@ -386,6 +386,24 @@ def test_failed_run_leaves_the_finished_extraction_as_it_was(finished, inputs, t
   assert not [n for n in os.listdir(out) if n.startswith(".staging")]
 
 
+def test_a_failed_run_into_a_new_directory_leaves_no_directory(finished, inputs, tmp_path):
+  """A run that made its output directory and fails (an unknown runner, before any work; no
+  entity, after the pipeline) removes the directory again: nothing is left to mistake for an
+  output. A directory that held something before (another run's staging) is kept."""
+  out = str(tmp_path / "new" / "out")
+  with pytest.raises(ValueError, match="Unexpected pipeline runner: NoSuchRunner"):
+    extract.run([inputs["dump"]], out, pipeline_options=beam_io.default_pipeline_options(
+        ["--runner=NoSuchRunner"]))
+  assert not os.path.exists(out)
+  with pytest.raises(ValueError, match="holds no entity"):
+    extract.run([finished[1]["no_entity"]], out, heldout_fraction=0.0)
+  assert not os.path.exists(out)
+  os.makedirs(os.path.join(out, ".staging-other"))
+  with pytest.raises(ValueError, match="holds no entity"):
+    extract.run([finished[1]["no_entity"]], out, heldout_fraction=0.0)
+  assert os.listdir(out) == [".staging-other"]
+
+
 # --- staging directories of dead runs (issue 14, item 6) ------------------------------------
 
 
