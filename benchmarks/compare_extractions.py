@@ -60,6 +60,9 @@ def compare_dirs(before: str, after: str) -> Tuple[bool, List[str]]:
 
 
 def main(argv: Sequence[str]) -> int:
+  if any(a in ("-h", "--help", "--helpfull") for a in argv):
+    print(__doc__)
+    return 0
   if len(argv) < 2 or len(argv) % 2:
     print(__doc__)
     return 2

@@ -1,5 +1,6 @@
 """benchmarks.compare_extractions: equal outputs, a differing file, run times ignored in the
-manifest, and an argument that is not a directory (a clear error, nothing compared)."""
+manifest, an argument that is not a directory (a clear error, nothing compared), and
+--help."""
 
 import json
 
@@ -26,3 +27,9 @@ def test_equal_different_and_missing(tmp_path, capsys):
   captured = capsys.readouterr()
   assert "not a directory" in captured.err and "missing" in captured.err
   assert captured.out == ""
+
+
+def test_help_prints_the_usage_and_exits_0(capsys):
+  for flag in ("--help", "-h"):
+    assert compare_extractions.main([flag]) == 0
+    assert "compare_extractions" in capsys.readouterr().out
