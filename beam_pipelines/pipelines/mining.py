@@ -250,7 +250,9 @@ def _join(element):
   text, categories, aliases = entities[0]
   for mention, round_, rank in grouped["negative"]:
     ex = pair_example(mention, title, text, categories, round_, aliases, rank)
-    yield f"{mention[schema.MENTION_ID]}\t{title}", (round_, ex.SerializeToString())
+    # Deterministic: map entries in key order, so that two rounds write the same bytes.
+    yield f"{mention[schema.MENTION_ID]}\t{title}", (
+        round_, ex.SerializeToString(deterministic=True))
 
 
 def _previous_key(serialized: bytes):

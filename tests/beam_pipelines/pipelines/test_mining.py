@@ -45,6 +45,21 @@ def test_gold_rank_is_its_place_among_the_k_or_k_when_absent():
                           {"Ore Stream": "Ore River"}) == 1
 
 
+def test_pair_records_are_serialized_in_key_order():
+  """A pair record's feature map is written in key order (deterministic serialization): the
+  plain one follows the map's hash order, which changes with each process's hash seed, so two
+  runs of one round wrote different bytes for the same pairs."""
+  mention = {n: f"{n} value" for n in schema.MENTION_FEATURES}
+  mention.update({schema.ENTITY_TITLE: "Gold", schema.MENTION_ID: "7:0"})
+  element = ("Negative", {"entity": [("text", ["Cat"], ["Alias"])],
+                          "negative": [(mention, 1, 3)]})
+  [(key, (round_, record))] = list(mining._join(element))  # pylint: disable=protected-access
+  assert (key, round_) == ("7:0\tNegative", 1)
+  parsed = tf.train.Example.FromString(record)
+  assert record == parsed.SerializeToString(deterministic=True)
+  assert parsed.features.feature[schema.GOLD_RANK].int64_list.value == [3]
+
+
 def test_redirect_to_gold_is_never_a_negative():
   # 'Ore Stream' redirects to the gold 'Ore River': it is the gold entity, not a negative.
   ranked = ["Ore Stream", "Port Alder", "Ore River"]
