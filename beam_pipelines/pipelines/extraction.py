@@ -1352,6 +1352,7 @@ def run(input_patterns: Sequence[str], output_dir: str,
   run killed while it publishes leaves no MANIFEST.json (never a manifest over mixed files).
   Staging directories left by dead runs are removed first (remove_stale_staging); this run's
   own holds an owner record (.owner.json: host, pid) that tells later runs whether it lives.
+  A run that made `output_dir` and fails removes it again if it is empty.
 
   Args:
     input_patterns: file patterns of MediaWiki XML dumps (plain or .bz2) and HTML dumps
@@ -1379,8 +1380,8 @@ def run(input_patterns: Sequence[str], output_dir: str,
   Raises:
     FileNotFoundError: an input pattern (a dump, the descriptions file, a list, the
       multistream index) matches no file.
-    ValueError: an input is not of its kind (check_inputs), a multistream index file belongs
-      to no input dump, the finished pipeline read nothing useful (check_results), or
+    ValueError: the runner is unknown (before anything is made), an input is not of its
+      kind (check_inputs), a multistream index file belongs to no input dump, the finished pipeline read nothing useful (check_results), or
       parse_processes cannot be used (check_parse_processes).
     RuntimeError: the pipeline did not finish successfully.
   """
