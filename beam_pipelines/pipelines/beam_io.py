@@ -145,6 +145,24 @@ def default_pipeline_options(argv: Optional[Sequence[str]] = None,
   return options
 
 
+@contextlib.contextmanager
+def _while_open(lock, opened: List[int], install: Callable[[], None],
+                restore: Callable[[], None]) -> Iterator[None]:
+  """install() when the first of the contexts counted in opened[0] opens, restore() when the
+  last one closes (nested or across threads, under `lock`), however each one ends."""
+  with lock:
+    opened[0] += 1
+    if opened[0] == 1:
+      install()
+  try:
+    yield
+  finally:
+    with lock:
+      opened[0] -= 1
+      if opened[0] == 0:
+        restore()
+
+
 # The state sampler's period in bundles run in this process (brief_state_sampling), in ms.
 BRIEF_SAMPLING_PERIOD_MS = 1
 # Beam's class, as imported; brief_state_sampling swaps a subclass in and this back.
@@ -193,17 +211,15 @@ def brief_state_sampling(period_ms: int = BRIEF_SAMPLING_PERIOD_MS) -> Iterator[
   """
   if period_ms < 1:
     raise ValueError(f"period_ms must be at least 1, got {period_ms}")
-  with _SAMPLING_LOCK:
-    _SAMPLING_OPEN[0] += 1
-    if _SAMPLING_OPEN[0] == 1:
-      statesampler.StateSampler = _brief_sampler_class(period_ms) or _BEAM_STATE_SAMPLER
-  try:
+
+  def install():
+    statesampler.StateSampler = _brief_sampler_class(period_ms) or _BEAM_STATE_SAMPLER
+
+  def restore():
+    statesampler.StateSampler = _BEAM_STATE_SAMPLER
+
+  with _while_open(_SAMPLING_LOCK, _SAMPLING_OPEN, install, restore):
     yield
-  finally:
-    with _SAMPLING_LOCK:
-      _SAMPLING_OPEN[0] -= 1
-      if _SAMPLING_OPEN[0] == 0:
-        statesampler.StateSampler = _BEAM_STATE_SAMPLER
 
 
 _INTROSPECT_LOCK = threading.RLock()
@@ -269,22 +285,20 @@ def introspect_once() -> Iterator[None]:
   kept is dropped, when the last one closes. Bundles run in other processes
   (multi_processing, Dataflow) are not affected.
   """
-  with _INTROSPECT_LOCK:
-    _INTROSPECT_OPEN[0] += 1
-    if _INTROSPECT_OPEN[0] == 1:
-      _BEAM_GET_DOFN_SPECS[0] = userstate.get_dofn_specs
-      _BEAM_VIEW_AS[0] = PipelineOptions.view_as
-      userstate.get_dofn_specs = _dofn_specs_once
-      PipelineOptions.view_as = _view_as_once
-  try:
+
+  def install():
+    _BEAM_GET_DOFN_SPECS[0] = userstate.get_dofn_specs
+    _BEAM_VIEW_AS[0] = PipelineOptions.view_as
+    userstate.get_dofn_specs = _dofn_specs_once
+    PipelineOptions.view_as = _view_as_once
+
+  def restore():
+    userstate.get_dofn_specs = _BEAM_GET_DOFN_SPECS[0]
+    PipelineOptions.view_as = _BEAM_VIEW_AS[0]
+    _INTROSPECTED.clear()
+
+  with _while_open(_INTROSPECT_LOCK, _INTROSPECT_OPEN, install, restore):
     yield
-  finally:
-    with _INTROSPECT_LOCK:
-      _INTROSPECT_OPEN[0] -= 1
-      if _INTROSPECT_OPEN[0] == 0:
-        userstate.get_dofn_specs = _BEAM_GET_DOFN_SPECS[0]
-        PipelineOptions.view_as = _BEAM_VIEW_AS[0]
-        _INTROSPECTED.clear()
 
 
 # Values passed by reference between stages (by_reference): store id -> {value id: value}.
