@@ -1412,28 +1412,11 @@ def run(input_patterns: Sequence[str], output_dir: str,
   start_method = default_parse_start_method(pipeline_options)
   logging.info("Parsing pages and building entities in %d process(es)%s.", parse_processes,
                f" ({start_method})" if parse_processes > 1 else "")
+  input_files, list_files = checked["dumps"], checked["list_files"]
+  manifest_path = FileSystems.join(output_dir, schema.MANIFEST_FILE)
   created = not FileSystems.exists(output_dir)
   if created:
     FileSystems.mkdirs(output_dir)
-  try:
-    return _run_into(output_dir, input_patterns, checked, pipeline_options, heldout_fraction,
-                     descriptions, num_shards, max_page_chars, multistream_index,
-                     detect_multistream_index, range_bytes, title_lists, redirect_lists,
-                     parse_processes, start_method)
-  except BaseException:
-    # A run that made output_dir and fails leaves no empty directory behind.
-    if created and FileSystems.exists(output_dir) and _is_empty_dir(output_dir):
-      FileSystems.delete([output_dir])
-    raise
-
-
-def _run_into(output_dir, input_patterns, checked, pipeline_options, heldout_fraction,
-              descriptions, num_shards, max_page_chars, multistream_index,
-              detect_multistream_index, range_bytes, title_lists, redirect_lists,
-              parse_processes, start_method) -> Dict[str, Any]:
-  """run's work once its inputs are checked and `output_dir` exists: staged, then published."""
-  input_files, list_files = checked["dumps"], checked["list_files"]
-  manifest_path = FileSystems.join(output_dir, schema.MANIFEST_FILE)
   remove_stale_staging(output_dir)
   staging = FileSystems.join(output_dir, _STAGING_PREFIX + uuid.uuid4().hex[:12])
   FileSystems.mkdirs(staging)
@@ -1504,4 +1487,8 @@ def _run_into(output_dir, input_patterns, checked, pipeline_options, heldout_fra
   finally:
     if FileSystems.exists(staging):
       FileSystems.delete([staging])
+    # A run that made output_dir and failed leaves no empty directory behind (a published
+    # run's holds its files).
+    if created and FileSystems.exists(output_dir) and _is_empty_dir(output_dir):
+      FileSystems.delete([output_dir])
   return stats
