@@ -942,16 +942,19 @@ class WriteShardedTFRecords(beam.PTransform):
       num_shards = (records.pipeline | "NumShards" >> beam.Create([self._num_shards]))
     else:
       per_shard = self._records_per_shard
+
+      def shards_for(n):
+        return max(1, -(-n // per_shard))
+
       if self._packed:
         # One size per pack, summed under one key: not CombineGlobally, whose expansion is 9
         # steps, each a fixed cost on the local runner (about 6 ms a step, issue 17).
         num_shards = (records | "PackSizes" >> beam.Map(lambda pack: (None, len(pack)))
                       | "SumSizes" >> beam.GroupByKey()
-                      | "NumShards" >> beam.Map(
-                          lambda sizes: max(1, -(-sum(sizes[1]) // per_shard))))
+                      | "NumShards" >> beam.Map(lambda sizes: shards_for(sum(sizes[1]))))
       else:
         num_shards = (records | "Count" >> beam.combiners.Count.Globally()
-                      | "NumShards" >> beam.Map(lambda n: max(1, -(-n // per_shard))))
+                      | "NumShards" >> beam.Map(shards_for))
     # An empty input has no size: one shard (written empty).
     num_shards_side = beam.pvalue.AsSingleton(num_shards, default_value=1)
     # Records in the files ('PREFIX/written', PREFIX the file name prefix: 'entities'),
