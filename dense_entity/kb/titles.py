@@ -6,7 +6,6 @@ underscores as spaces, runs of whitespace collapsed, surrounding whitespace trim
 first character upper-cased (Unicode-aware), so 'SILVER OWLS' and 'Silver Owls' stay distinct.
 """
 
-import functools
 import html
 import re
 import unicodedata
@@ -106,7 +105,6 @@ def alias_key(mention_text: str) -> str:
   return _SPACES.sub(" ", t).strip()
 
 
-@functools.lru_cache(maxsize=8192)
 def _fold_char(ch: str) -> str:
   """A Latin letter, punctuation mark, space or symbol as ASCII ('ü' -> 'u', 'ø' -> 'o',
   'ß' -> 'ss', '–' -> '-', '’' -> "'"); characters of other scripts stay as they are
