@@ -21,9 +21,10 @@ in the same run, each in its own subprocess so that its peak memory is its own:
 Reported per method: work seconds (inside the subprocess, imports excluded) and process wall
 seconds, pages/s (pages in the input files, the same for every method), articles out, links
 out (ours: mentions kept; wikiextractor: '<a href' in its output), links/s, the pages/s and the
-links/s ratios to wikiextractor with 1 and with 2 processes, peak RSS of the largest process (ru_maxrss from
-os.wait4, which covers the subprocess and its reaped children) and the peak of the summed RSS of
-the whole process tree (sampled from /proc every --sample_s seconds; worker pools add up).
+links/s ratios to wikiextractor with 1 and with 2 processes, peak RSS of the largest process
+(ru_maxrss from os.wait4, which covers the subprocess and its reaped children) and the peak of
+the summed RSS of the whole process tree (sampled from /proc every --sample_s seconds; worker
+pools add up).
 
 Then one line per generated long page (issue 14, item 4; --long_page_mb, default 0.5 and 5 MB
 of wikitext: paragraphs of 40 sentences with a link each, every 50th paragraph a run-on list of
