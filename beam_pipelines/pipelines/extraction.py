@@ -1381,8 +1381,9 @@ def run(input_patterns: Sequence[str], output_dir: str,
     FileNotFoundError: an input pattern (a dump, the descriptions file, a list, the
       multistream index) matches no file.
     ValueError: the runner is unknown (before anything is made), an input is not of its
-      kind (check_inputs), a multistream index file belongs to no input dump, the finished pipeline read nothing useful (check_results), or
-      parse_processes cannot be used (check_parse_processes).
+      kind (check_inputs), a multistream index file belongs to no input dump, the finished
+      pipeline read nothing useful (check_results), or parse_processes cannot be used
+      (check_parse_processes).
     RuntimeError: the pipeline did not finish successfully.
   """
   if pipeline_options is None:
@@ -1394,6 +1395,8 @@ def run(input_patterns: Sequence[str], output_dir: str,
   # Every input is checked before anything in output_dir is touched.
   checked = check_inputs(input_patterns, descriptions, title_lists, redirect_lists,
                          multistream_index, heldout_fraction)
+  input_files, list_files = checked["dumps"], checked["list_files"]
+  manifest_path = FileSystems.join(output_dir, schema.MANIFEST_FILE)
   direct = pipeline_options.view_as(DirectOptions)
   if direct.direct_running_mode == "multi_processing" and direct.direct_num_workers != 1:
     logging.warning(
@@ -1412,8 +1415,6 @@ def run(input_patterns: Sequence[str], output_dir: str,
   start_method = default_parse_start_method(pipeline_options)
   logging.info("Parsing pages and building entities in %d process(es)%s.", parse_processes,
                f" ({start_method})" if parse_processes > 1 else "")
-  input_files, list_files = checked["dumps"], checked["list_files"]
-  manifest_path = FileSystems.join(output_dir, schema.MANIFEST_FILE)
   created = not FileSystems.exists(output_dir)
   if created:
     FileSystems.mkdirs(output_dir)
