@@ -224,7 +224,7 @@ class _ReadAhead:
     self._chars = 0
     self._max_chars = max_chars
     self._finished = self._cancelled = False
-    self._future = threads.submit(self._read, item, xml_paths)
+    threads.submit(self._read, item, xml_paths)  # its outcome comes through the events
 
   def _read(self, item, xml_paths) -> None:
     try:
