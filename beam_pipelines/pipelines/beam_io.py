@@ -696,6 +696,13 @@ PACK_MAX_VALUES = 1024
 PACK_MAX_BYTES = 32 << 20
 
 
+def chunks(values: list, size: int = PACK_MAX_VALUES) -> Iterator[list]:
+  """values in consecutive lists of `size` values (the last one shorter), for sending a list
+  of outputs as packs."""
+  for i in range(0, len(values), size):
+    yield values[i:i + size]
+
+
 class Packs:
   """Values gathered into packs (lists) by key, bounded, for DoFns that send packs instead of
   values (each Beam element costs an encode, a decode and a call at every step; issue 17).

@@ -254,7 +254,7 @@ class JoinBucketFn(beam_io.PackingDoFn):
         out = []
         for key in sorted(groups):
           out.extend(fn((key, groups[key])))
-        yield from _chunks(out)
+        yield from beam_io.chunks(out)
         return
       add = self._packs.add
       for key in sorted(groups):
@@ -262,11 +262,6 @@ class JoinBucketFn(beam_io.PackingDoFn):
           done = add(route(out[0]), out)
           if done:
             yield from done
-
-
-def _chunks(values: list):
-  for i in range(0, len(values), beam_io.PACK_MAX_VALUES):
-    yield values[i:i + beam_io.PACK_MAX_VALUES]
 
 
 def _by_tag(tagged, tags: Tuple[str, ...]) -> Dict[str, list]:
@@ -352,7 +347,7 @@ def jump(element) -> Iterator[list]:
     source_key, (source, target_key, _) = edge
     hop = nxt.get(target_key)
     out.append(edge if hop is None else (source_key, (source, hop[1], hop[2])))
-  return _chunks(out)
+  return beam_io.chunks(out)
 
 
 def finish_edges(element) -> Iterator[list]:
@@ -368,7 +363,7 @@ def finish_edges(element) -> Iterator[list]:
       out.append((source_key, (source, None, None)))
     else:
       out.append((source_key, (source, target_key, target)))
-  return _chunks(out)
+  return beam_io.chunks(out)
 
 
 class ResolveRedirects(beam.PTransform):
@@ -617,8 +612,8 @@ def build_bucket(element, title_only_rules: bool,
         yield out
   if entity_record is not None:
     entities = [(entity.title, entity_record(entity)) for entity in entities]
-  yield from _chunks(entities)
-  for pack in _chunks(redirects):
+  yield from beam_io.chunks(entities)
+  for pack in beam_io.chunks(redirects):
     yield beam.pvalue.TaggedOutput(ENTITY_REDIRECTS, pack)
 
 
@@ -700,9 +695,9 @@ def payload_size(mention: records.MentionPayload) -> int:
   return len(mention[0]) + len(mention[1]) + len(mention[2]) + len(mention[3])
 
 
-def mentions_in_pack(target_pack) -> int:
-  """Mentions in a (target, [payload, ...]) element of the 'mention_packs' input."""
-  return len(target_pack[1])
+def mentions_in_packs(target_packs) -> int:
+  """Mentions in a [(target, [payload, ...]), ...] element of the 'mention_packs' input."""
+  return sum(len(pack) for _, pack in target_packs)
 
 
 def value_size(pair) -> int:
@@ -727,8 +722,9 @@ class MergeKnowledgeBase(beam.PTransform):
     'descriptions': (title, text);
     'mentions': (link target title, mention payload): a tuple whose item 2 is the span text
       (records.MentionPayload in the extraction, MentionTuple also works), passed on as is;
-    'mention_packs': (link target title, [mention payload, ...]): the same, packed by their
-      producer (beam_io.Packs' bounds; the extraction's ParsePageFn);
+    'mention_packs': lists of (link target title, [mention payload, ...]): the same, packed
+      by target by their producer (beam_io.Packs' bounds; the extraction's ParsePageFn), one
+      Beam element per list of packs;
     'titles': title, from title lists; 'title_packs': lists of them (ReadListFileFn);
     'title_redirects': (redirect title, target title), from redirect lists;
       'title_redirect_packs': lists of them.
@@ -823,8 +819,8 @@ class MergeKnowledgeBase(beam.PTransform):
     def title_pairs(tag):
       return lambda t: [(key(t), (tag, t, None))]
 
-    mention_packs = route("mention_packs", tag_pairs(MENTION), size_of=value_size,
-                          items_of=mentions_in_pack)
+    mention_packs = route("mention_packs", tag_pairs(MENTION), packed=True,
+                          size_of=value_size, items_of=mentions_in_packs)
     if "mentions" in inputs:
       mention_packs.append(
           inputs["mentions"]

@@ -95,15 +95,15 @@ def test_entity_records_are_made_where_the_entities_are_built(tmp_path):
 
 
 def test_mention_packs_merge_as_the_same_mentions_one_by_one(tmp_path):
-  """'mention_packs' (the extraction's: mentions packed by target where pages are parsed)
-  give the outputs of 'mentions' one by one, however the packs are cut."""
+  """'mention_packs' (the extraction's: lists of mentions packed by target where pages are
+  parsed) give the outputs of 'mentions' one by one, however the packs are cut."""
   mentions = [("Farsi", _mention("1:0", "Farsi")), ("Persian language", _mention("1:1", "P")),
               ("Farsi", _mention("2:0", "farsi")), ("Zoug", _mention("2:1", "Zoug"))]
   common = {"articles": [("Zug", (2, "Zug is a town.", ()))], "redirects": [("Zoug", "Zug")],
             "title_redirects": [("Farsi", "Persian language")]}
   one_by_one = _merge(dict(common, mentions=mentions), tmp_path / "one")
-  packs = [("Farsi", [mentions[0][1]]), ("Farsi", [mentions[2][1]]),
-           ("Persian language", [mentions[1][1]])]
+  packs = [[("Farsi", [mentions[0][1]]), ("Farsi", [mentions[2][1]])],
+           [("Persian language", [mentions[1][1]])]]
   packed = _merge(dict(common, mention_packs=packs, mentions=mentions[3:]), tmp_path / "packed")
 
   def flat(out):
