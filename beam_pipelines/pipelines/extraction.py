@@ -596,14 +596,14 @@ def parse_description(line: str) -> Iterator[Tuple[str, str]]:
 
 
 class MentionRecordsFn(beam.DoFn):
-  """([MentionPayload, ...], Entity) of the KB merge -> packs of (mention_id, serialized
+  """[([MentionPayload, ...], Entity), ...] of the KB merge -> packs of (mention_id, serialized
   mention record): the main output (training split) and 'heldout' (is_heldout of its source
   page), counted 'mentions_train' / 'mentions_heldout'; and 'alias': packs of ((alias key of
   a training mention's span, entity title), number of mentions with that key), for the alias
   counts (AliasCountsFn sums them).
 
-  One step per pack of one entity's mentions for what were three per-mention steps (split,
-  alias key, record), each a Beam element per mention. The records and alias counts of a
+  One step per list of packs of entities' mentions for what were three per-mention steps
+  (split, alias key, record), each a Beam element per mention. The records and alias counts of a
   whole bundle leave in packs (beam_io.Packs' bounds; alias counts once they hold ALIAS_PACK
   keys, at most one entity's mentions more), not one or more elements per entity: the
   writers and counters downstream take one step per pack. The record is
@@ -626,30 +626,31 @@ class MentionRecordsFn(beam.DoFn):
   def _tagged(self, key, pack):
     return pack if key == "train" else beam.pvalue.TaggedOutput(self.HELDOUT, pack)
 
-  def process(self, pack_entity):
-    payloads, entity = pack_entity
-    entity_part = records.entity_features_part(entity)
-    add, aliases, title = self._packs.add, self._aliases, entity.title
+  def process(self, packs):
+    add, fraction = self._packs.add, self._heldout_fraction
     n_train = n_heldout = 0
-    for payload in payloads:
-      record = payload[0], records.mention_record(payload, entity_part)
-      if is_heldout(payload[1], self._heldout_fraction):
-        n_heldout += 1
-        done = add(self.HELDOUT, record)
-      else:
-        n_train += 1
-        key = titles.alias_key(payload[2]), title
-        aliases[key] = aliases.get(key, 0) + 1
-        done = add("train", record)
-      for key, pack in done:
-        yield self._tagged(key, pack)
+    for payloads, entity in packs:
+      entity_part = records.entity_features_part(entity)
+      aliases, title = self._aliases, entity.title
+      for payload in payloads:
+        record = payload[0], records.mention_record(payload, entity_part)
+        if is_heldout(payload[1], fraction):
+          n_heldout += 1
+          done = add(self.HELDOUT, record)
+        else:
+          n_train += 1
+          key = titles.alias_key(payload[2]), title
+          aliases[key] = aliases.get(key, 0) + 1
+          done = add("train", record)
+        for key, pack in done:
+          yield self._tagged(key, pack)
+      if len(aliases) >= self.ALIAS_PACK:
+        self._aliases = {}
+        yield beam.pvalue.TaggedOutput(self.ALIAS, list(aliases.items()))
     if n_heldout:
       _count("mentions_heldout", n_heldout)
     if n_train:
       _count("mentions_train", n_train)
-    if len(aliases) >= self.ALIAS_PACK:
-      self._aliases = {}
-      yield beam.pvalue.TaggedOutput(self.ALIAS, list(aliases.items()))
 
   def finish_bundle(self):
     for key, pack in self._packs.take():

@@ -755,7 +755,8 @@ def test_mention_records_of_a_bundle_leave_in_packs(monkeypatch):
         key = (extract.titles.alias_key(span), entity.title)
         want_aliases[key] = want_aliases.get(key, 0) + 1
     elements.append((payloads, entity))
-  out = _bundle_outputs(extract.MentionRecordsFn(fraction), elements)
+  # The KB merge's packs of one entity's mentions come in lists.
+  out = _bundle_outputs(extract.MentionRecordsFn(fraction), [elements[:2], elements[2:]])
   train = [r for tag, pack in out if tag is None for r in pack]
   heldout = [r for tag, pack in out if tag == "heldout" for r in pack]
   alias_packs = [pack for tag, pack in out if tag == "alias"]

@@ -43,9 +43,11 @@ def _merge(sources, tmp_path, **kwargs):
   for name in ("entities", "mentions", "redirects"):
     with open(tmp_path / name, encoding="utf-8") as f:
       out[name] = [pickle.loads(bytes.fromhex(line.strip())) for line in f if line.strip()]
-  # Entities and redirects leave the merge in packs (lists).
+  # Entities and redirects leave the merge in packs (lists), mention packs in lists.
   out["entities"] = [e for pack in out["entities"] for e in pack]
   out["redirects"] = [r for pack in out["redirects"] for r in pack]
+  assert all(isinstance(packs, list) for packs in out["mentions"])
+  out["mentions"] = [pack_entity for packs in out["mentions"] for pack_entity in packs]
   return out
 
 
@@ -259,6 +261,23 @@ def test_an_entitys_mentions_leave_the_merge_in_bounded_packs(monkeypatch):
   monkeypatch.setattr(kb_merge, "MENTION_PACK_BYTES", 1)  # every mention over the bytes bound
   packs = [o.value for o in list(kb_merge.build_entity("zug", values))[1:]]
   assert [len(pack) for pack, _ in packs] == [1] * 7
+
+
+def test_a_buckets_mention_packs_leave_in_lists(monkeypatch):
+  """Issue 17: build_bucket sends its entities' mention packs in lists (one Beam element per
+  list, not per entity), a list once its packs hold MENTION_PACK_VALUES mentions; every
+  mention once, in key order."""
+  monkeypatch.setattr(kb_merge, "MENTION_PACK_VALUES", 3)
+  pairs = [(kb_merge.titles.match_key(t), (kb_merge.MENTION, t, [_mention(f"{t}:{i}", t)
+                                                                  for i in range(n)]))
+           for t, n in (("Zug", 1), ("Bern", 2), ("Chur", 4), ("Aarau", 1))]
+  out = list(kb_merge.build_bucket((0, [pairs]), title_only_rules=False))
+  lists = [o.value for o in out if getattr(o, "tag", None) == kb_merge.ENTITY_MENTIONS]
+  # Aarau (1) + Bern (2) fill the first list; Chur's 4 mentions are a pack of 3 and one of 1.
+  assert [[(e.title, len(pack)) for pack, e in packs] for packs in lists] == [
+      [("Aarau", 1), ("Bern", 2)], [("Chur", 3)], [("Chur", 1), ("Zug", 1)]]
+  assert [m[0] for packs in lists for pack, _ in packs for m in pack] == [
+      "Aarau:0", "Bern:0", "Bern:1", "Chur:0", "Chur:1", "Chur:2", "Chur:3", "Zug:0"]
 
 
 class _FakeCounter:
