@@ -7,6 +7,8 @@
   html_dump    HtmlPage, HTML dumps (NDJSON in Wikimedia Enterprise layout; plain, gzip,
                bz2): iter_pages (streaming, one bad line reported with file and line and
                skipped), check_dump_start, sniff_format (HTML dump or XML, by content)
+  read_ahead   whole bz2 dumps decompressed in threads while a local run builds its
+               pipeline, taken by the reading step (decompressed_ahead, take)
   samples      the path of the packaged default input (gensim's Wikipedia sample)
 
 No Beam here: beam_pipelines.pipelines reads dumps through these functions.

@@ -1,5 +1,6 @@
 """Tests of the extraction pipeline on a small handmade dump (real runs into tmp_path)."""
 
+import bz2
 import glob
 import json
 import os
@@ -931,3 +932,66 @@ def test_threaded_read_raises_where_the_inline_read_does_and_stops_its_readers(
   assert time.monotonic() - started < 10
   with pytest.raises(ValueError, match="threads must be at least 1"):
     extract.ReadPagesFn(threads=0)
+
+
+def _file_bytes(directory):
+  """{name: bytes} of an extraction's files, the manifest's run times left out."""
+  files = {}
+  for name in sorted(os.listdir(directory)):
+    with open(os.path.join(directory, name), "rb") as f:
+      files[name] = f.read()
+  manifest = json.loads(files.pop(schema.MANIFEST_FILE))
+  for key in ("started", "finished"):
+    manifest.pop(key)
+  files[schema.MANIFEST_FILE] = json.dumps(manifest, sort_keys=True).encode()
+  return files
+
+
+def test_small_dumps_are_decompressed_ahead_with_the_same_outputs(inputs, tmp_path,
+                                                                  monkeypatch):
+  """Issue 17: in memory, run() decompresses small bz2 dumps while it builds the pipeline
+  (dumps.read_ahead) and the reading step takes their bytes; the outputs are those of a run
+  that reads the files itself."""
+  dump = tmp_path / "dump.xml.bz2"
+  with open(inputs["dump"], "rb") as f:
+    dump.write_bytes(bz2.compress(f.read()))
+  taken = []
+  take = extract.read_ahead.take
+
+  def spy(path):
+    data = take(path)
+    taken.append((path, data is not None))
+    return data
+
+  monkeypatch.setattr(extract.read_ahead, "take", spy)
+  kwargs = dict(heldout_fraction=inputs["fraction"], descriptions=inputs["descriptions"])
+  extract.run([str(dump)], str(tmp_path / "ahead"), **kwargs)
+  assert taken == [(str(dump), True)]
+  monkeypatch.setattr(extract, "READ_AHEAD_FILE_BYTES", 0)  # none small enough
+  taken.clear()
+  extract.run([str(dump)], str(tmp_path / "read"), **kwargs)
+  assert taken == [(str(dump), False)]
+  assert _file_bytes(tmp_path / "ahead") == _file_bytes(tmp_path / "read")
+
+
+def test_which_dumps_are_decompressed_ahead(tmp_path, monkeypatch):
+  site = extract.read_site_infos([multistream_testutil.GENSIM_DUMP])[
+      multistream_testutil.GENSIM_DUMP]
+  small, large, indexed = (str(tmp_path / n) for n in ("a.xml.bz2", "b.xml.bz2",
+                                                        "c-multistream.xml.bz2"))
+  for path, size in ((small, 10), (large, 30), (indexed, 10)):
+    with open(path, "wb") as f:
+      f.write(b"x" * size)
+  with open(str(tmp_path / "c-multistream-index.txt.bz2"), "wb") as f:
+    f.write(b"")
+  infos = {small: site, large: site, indexed: site, "gs://bucket/d.xml.bz2": site,
+           str(tmp_path / "e.ndjson"): None}  # another file system; an HTML dump
+  monkeypatch.setattr(extract, "READ_AHEAD_FILE_BYTES", 20)
+  in_memory = beam_io.default_pipeline_options()
+  assert extract.read_ahead_paths(infos, None, True, in_memory) == [small]
+  assert extract.read_ahead_paths(infos, None, False, in_memory) == [small, indexed]
+  assert extract.read_ahead_paths(infos, "index*.bz2", True, in_memory) == []
+  assert extract.read_ahead_paths(infos, None, True, beam_io.default_pipeline_options(
+      ["--direct_running_mode=multi_processing", "--direct_num_workers=2"])) == []
+  monkeypatch.setattr(extract, "READ_AHEAD_TOTAL_BYTES", 15)  # the first one only
+  assert extract.read_ahead_paths(infos, None, False, in_memory) == [small]

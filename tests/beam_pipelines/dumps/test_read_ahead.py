@@ -1,0 +1,93 @@
+"""Dumps decompressed ahead of their reading (beam_pipelines.dumps.read_ahead)."""
+
+import bz2
+import io
+import os
+import threading
+
+import pytest
+
+from beam_pipelines.dumps import read_ahead
+from beam_pipelines.dumps import samples
+from beam_pipelines.dumps import xml_dump
+
+
+def _write(path, data: bytes) -> str:
+  with open(path, "wb") as f:
+    f.write(data)
+  return str(path)
+
+
+def test_whole_multistream_file_taken_once(tmp_path):
+  first, second = b"<mediawiki>" + b"a" * 5000, b"b" * 7000 + b"</mediawiki>"
+  path = _write(tmp_path / "two.xml.bz2", bz2.compress(first) + bz2.compress(second))
+  with read_ahead.decompressed_ahead([path, path], threads=2):
+    # Every stream, as bz2.open reads them; handed out once.
+    assert read_ahead.take(path) == first + second
+    assert read_ahead.take(path) is None
+  assert read_ahead.take(path) is None  # nothing outside the context
+
+
+def test_files_read_the_usual_way_are_not_handed_out(tmp_path):
+  data = b"<mediawiki>" + b"page " * 2000 + b"</mediawiki>"
+  whole = bz2.compress(data)
+  paths = {
+      "plain": _write(tmp_path / "plain.xml", data),  # nothing to decompress
+      "cut": _write(tmp_path / "cut.xml.bz2", whole[:len(whole) // 2]),
+      "corrupt": _write(tmp_path / "corrupt.xml.bz2", whole[:20] + b"\0" * 40 + whole[60:]),
+      "trailing": _write(tmp_path / "trailing.xml.bz2", whole + b"not a stream"),
+      "missing": str(tmp_path / "missing.xml.bz2"),
+  }
+  with read_ahead.decompressed_ahead(list(paths.values())):
+    for name, path in paths.items():
+      assert read_ahead.take(path) is None, name
+  # The usual reader still reports the cut file's fault.
+  errors = []
+  list(xml_dump.iter_pages(paths["cut"], on_error=errors.append))
+  assert errors
+
+
+def test_budget_bounds_the_bytes_held_and_frees_a_dropped_file(tmp_path):
+  small = _write(tmp_path / "small.xml.bz2", bz2.compress(b"s" * 1000))
+  large = _write(tmp_path / "large.xml.bz2", bz2.compress(b"l" * 5000))
+  # One thread, in order: the small file fits (1,000 of 4,000 bytes), the large one does not.
+  with read_ahead.decompressed_ahead([small, large], threads=1, max_bytes=4000):
+    assert read_ahead.take(large) is None
+    assert read_ahead.take(small) == b"s" * 1000
+  # The large file's bytes were given back: both fit one after the other in 6,000.
+  with read_ahead.decompressed_ahead([large, small], threads=1, max_bytes=6000):
+    assert read_ahead.take(large) == b"l" * 5000
+    assert read_ahead.take(small) == b"s" * 1000
+
+
+def test_a_file_changed_since_is_not_handed_out(tmp_path):
+  path = _write(tmp_path / "d.xml.bz2", bz2.compress(b"old"))
+  with read_ahead.decompressed_ahead([path]):
+    stat = os.stat(path)
+    _write(path, bz2.compress(b"new!"))
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))
+    assert read_ahead.take(path) is None
+
+
+def test_contexts_do_not_nest_and_threads_are_checked(tmp_path):
+  path = _write(tmp_path / "d.xml.bz2", bz2.compress(b"x" * 100))
+  other = _write(tmp_path / "e.xml.bz2", bz2.compress(b"y" * 100))
+  with read_ahead.decompressed_ahead([path]):
+    with read_ahead.decompressed_ahead([other]):
+      assert read_ahead.take(other) is None  # the inner context decompressed nothing
+    assert read_ahead.take(path) == b"x" * 100
+  with pytest.raises(ValueError, match="threads"):
+    with read_ahead.decompressed_ahead([path], threads=0):
+      pass
+  assert not [t for t in threading.enumerate() if t.name.startswith("DumpReadAhead")]
+
+
+def test_pages_from_the_bytes_are_the_files_pages():
+  """The packaged sample dump (bz2): its pages read from the bytes handed out are the pages
+  read from the file."""
+  path = samples.gensim_sample_path()
+  with read_ahead.decompressed_ahead([path]):
+    data = read_ahead.take(path)
+  assert data is not None
+  assert list(xml_dump.iter_pages(io.BytesIO(data), source_name=path)) == list(
+      xml_dump.iter_pages(path))
