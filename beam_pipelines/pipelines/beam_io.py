@@ -929,41 +929,32 @@ class WriteShardedTFRecords(beam.PTransform):
   packing saves Beam's per-element cost at every step); on Beam's local runner in memory
   those lists then pass to the packing step by reference and stay in the process until
   release_by_reference: run such a pipeline with run_pipeline, which releases them.
+
+  With `gathered=True` (for Beam's local runner in memory with one worker, where every record
+  is in the one process anyway) all records go under one key through one shuffle and a
+  single step writes every shard, the same files: one stage instead of five (the count, the
+  shard assignment, the shuffle by shard, the empty shards, their listing), each a fixed
+  cost of that runner (about 10 ms a stage, issue 17). Elsewhere it would put every record
+  on one worker: leave it False there.
   """
 
   def __init__(self, path_prefix: str, num_shards: Optional[int] = None,
-               records_per_shard: int = RECORDS_PER_SHARD, packed: bool = False):
+               records_per_shard: int = RECORDS_PER_SHARD, packed: bool = False,
+               gathered: bool = False):
     super().__init__()
     self._path_prefix = path_prefix
     self._num_shards = num_shards
     self._records_per_shard = records_per_shard
     self._packed = packed
+    self._gathered = gathered
 
   def expand(self, records):
     path_prefix = self._path_prefix
-    if self._packed:
-      # Read by the count and, once it is known (a side input), by PackByShard: Beam's local
-      # runner in memory writes the packs to a buffer in between, by reference here.
-      records = by_reference(records, keyed=False, read_once=False)
-    if self._num_shards:
-      num_shards = (records.pipeline | "NumShards" >> beam.Create([self._num_shards]))
-    else:
-      per_shard = self._records_per_shard
+    per_shard = self._records_per_shard
 
-      def shards_for(n):
-        return max(1, -(-n // per_shard))
+    def shards_for(n):
+      return max(1, -(-n // per_shard))
 
-      if self._packed:
-        # One size per pack, summed under one key: not CombineGlobally, whose expansion is 9
-        # steps, each a fixed cost on the local runner (about 6 ms a step, issue 17).
-        num_shards = (records | "PackSizes" >> beam.Map(lambda pack: (None, len(pack)))
-                      | "SumSizes" >> beam.GroupByKey()
-                      | "NumShards" >> beam.Map(lambda sizes: shards_for(sum(sizes[1]))))
-      else:
-        num_shards = (records | "Count" >> beam.combiners.Count.Globally()
-                      | "NumShards" >> beam.Map(shards_for))
-    # An empty input has no size: one shard (written empty).
-    num_shards_side = beam.pvalue.AsSingleton(num_shards, default_value=1)
     # Records in the files ('PREFIX/written', PREFIX the file name prefix: 'entities'),
     # checked against what the pipeline counted (flow_losses).
     name = path_prefix.rsplit("/", 1)[-1]
@@ -983,6 +974,52 @@ class WriteShardedTFRecords(beam.PTransform):
           f.write(tfrecord_frame(value))
       written.inc(len(rows))
       return path, len(rows)
+
+    if self._gathered:
+      fixed = self._num_shards
+
+      def write_all(element, packed):
+        packs = list(element[1]) if packed else [list(element[1])]
+        n = fixed or shards_for(sum(map(len, packs)))
+        if n > 1:
+          by_shard = [[] for _ in range(n)]
+          for pack in packs:
+            for record in pack:
+              by_shard[shard_of(record[0], n)].append(record)
+          packs = None
+        for shard in range(n):
+          yield write((shard, packs if n == 1 else [by_shard[shard]]), n)
+
+      def listing(_, listed):
+        if listed:
+          return listed
+        # No record (no group to write): the one shard, or every shard asked for, empty.
+        return [write((shard, []), fixed or 1) for shard in range(fixed or 1)]
+
+      listed = (records
+                | "KeyAll" >> beam.Map(lambda element: (None, element))
+                | "Gather" >> CountedGroupByKey(f"{name}/shards", packed=self._packed)
+                | "WriteShards" >> beam.FlatMap(write_all, self._packed))
+      return (records.pipeline | "Once" >> beam.Impulse()
+              | "AllShards" >> beam.FlatMap(listing, beam.pvalue.AsList(listed)))
+    if self._packed:
+      # Read by the count and, once it is known (a side input), by PackByShard: Beam's local
+      # runner in memory writes the packs to a buffer in between, by reference here.
+      records = by_reference(records, keyed=False, read_once=False)
+    if self._num_shards:
+      num_shards = (records.pipeline | "NumShards" >> beam.Create([self._num_shards]))
+    else:
+      if self._packed:
+        # One size per pack, summed under one key: not CombineGlobally, whose expansion is 9
+        # steps, each a fixed cost on the local runner (about 6 ms a step, issue 17).
+        num_shards = (records | "PackSizes" >> beam.Map(lambda pack: (None, len(pack)))
+                      | "SumSizes" >> beam.GroupByKey()
+                      | "NumShards" >> beam.Map(lambda sizes: shards_for(sum(sizes[1]))))
+      else:
+        num_shards = (records | "Count" >> beam.combiners.Count.Globally()
+                      | "NumShards" >> beam.Map(shards_for))
+    # An empty input has no size: one shard (written empty).
+    num_shards_side = beam.pvalue.AsSingleton(num_shards, default_value=1)
 
     def write_empty(_, n, nonempty):
       # The shards no record went to, written empty so that every shard file exists.

@@ -891,17 +891,21 @@ def build_pipeline(pipeline: beam.Pipeline, input_patterns: Sequence[str], outpu
   outputs = inputs | "Extract" >> ExtractWikipedia(heldout_fraction, max_page_chars, sites,
                                                       parse_processes, parse_start_method)
   join = os.path.join if "://" not in output_dir else FileSystems.join
+  # In memory every record is in this process anyway: each writer is one stage.
+  gathered = runs_in_memory(pipeline.options)
   written = []
   written.append(
       outputs["entity_records"]  # packs of (title, record): the KB merge's
       | "WriteEntities" >> beam_io.WriteShardedTFRecords(
-          join(output_dir, schema.ENTITIES_PREFIX), num_shards, packed=True))
+          join(output_dir, schema.ENTITIES_PREFIX), num_shards, packed=True,
+          gathered=gathered))
   for name, prefix in (("mentions_train", schema.TRAIN_MENTIONS_PREFIX),
                        ("mentions_heldout", schema.HELDOUT_MENTIONS_PREFIX)):
     written.append(
         outputs[name]  # packs of (mention_id, record): MentionRecordsFn
         | f"Write_{name}" >> beam_io.WriteShardedTFRecords(join(output_dir, prefix),
-                                                           num_shards, packed=True))
+                                                           num_shards, packed=True,
+                                                           gathered=gathered))
   _ = outputs["alias_counts"] | "WriteAliasCounts" >> beam_io.WriteTextFile(
       join(output_dir, schema.ALIAS_COUNTS_FILE), packed=True)
   _ = outputs["redirects"] | "WriteRedirects" >> beam_io.WriteTextFile(

@@ -1,5 +1,7 @@
 """Pipeline options: a local runner that needs no download unless --runner says otherwise."""
 
+import os
+
 from apache_beam.options.pipeline_options import DirectOptions
 from apache_beam.options.pipeline_options import StandardOptions
 from apache_beam.options.pipeline_options import TypeOptions
@@ -322,6 +324,50 @@ def test_packed_records_give_the_same_shard_files(tmp_path):
   assert single.read_bytes() == (tmp_path / "psingle-00000-of-00001.tfrecord").read_bytes()
   assert [r.numpy() for r in tf.data.TFRecordDataset(str(single))] == [
       value for _, value in sorted(records)]
+
+
+def test_gathered_writes_give_the_same_shard_files_and_listing(tmp_path):
+  """WriteShardedTFRecords(gathered=True) (one stage, for the local runner in memory) writes
+  the files and lists the (path, count) pairs that the sharded steps do: packed or not, sized
+  by count (4 shards of 3, one shard) or fixed (6 shards, some empty), and an empty input's
+  shard (or all fixed shards) still written."""
+  # pylint: disable=g-import-not-at-top
+  import apache_beam as beam
+  from apache_beam.testing import test_pipeline
+  from apache_beam.testing import util
+  # pylint: enable=g-import-not-at-top
+  records = [(f"{i}:{i * 7 % 5}", f"record {i}".encode()) for i in range(10)] + [
+      ("0:0", b"a second record of key 0:0")]
+  packs = [records[:4], records[4:5], records[5:]]
+  cases = {"count": dict(records_per_shard=3), "one": {}, "fixed": dict(num_shards=6)}
+  with test_pipeline.TestPipeline() as p:
+    inputs = {"records": p | "Records" >> beam.Create(records),
+              "packs": p | "Packs" >> beam.Create(packs),
+              "none": (p | "NoPacks" >> beam.Create([[("k", b"v")]])
+                       | beam.Filter(lambda pack: False))}
+    for case, kwargs in cases.items():
+      for form in ("records", "packs", "none"):
+        for gathered in (False, True):
+          label = f"{case}_{form}_{'gathered' if gathered else 'sharded'}"
+          listed = inputs[form] | label >> beam_io.WriteShardedTFRecords(
+              str(tmp_path / label), packed=form != "records", gathered=gathered, **kwargs)
+          _ = (listed | f"Names_{label}" >> beam.Map(
+              lambda pc, label=label: (os.path.basename(pc[0]).replace(label, "X"), pc[1]))
+               | f"Listing_{label}" >> beam.io.WriteToText(str(tmp_path / f"list-{label}"),
+                                                           shard_name_template=""))
+  for case in cases:
+    for form in ("records", "packs", "none"):
+      sharded, gathered = (f"{case}_{form}_{kind}" for kind in ("sharded", "gathered"))
+      files = sorted(f.name for f in tmp_path.glob(f"{sharded}-*"))
+      assert files == sorted(f.name.replace(gathered, sharded)
+                             for f in tmp_path.glob(f"{gathered}-*")), (case, form)
+      assert len(files) == {"count": 4 if form != "none" else 1, "one": 1, "fixed": 6}[case]
+      for name in files:
+        assert ((tmp_path / name).read_bytes()
+                == (tmp_path / name.replace(sharded, gathered)).read_bytes()), name
+      listings = [sorted((tmp_path / f"list-{label}").read_text().splitlines())
+                  for label in (sharded, gathered)]
+      assert listings[0] == listings[1] and len(listings[0]) == len(files)
 
 
 def test_every_shard_is_written_and_listed_when_records_leave_some_empty(tmp_path):
