@@ -624,22 +624,33 @@ class MentionRecordsFn(beam.DoFn):
     super().__init__()
     self._heldout_fraction = heldout_fraction
 
+  # Source pages whose split is kept (is_heldout: a sha256 a mention otherwise; a page's
+  # mentions come with many entities): forgotten when this many are kept, to bound memory.
+  SPLIT_CACHE_PAGES = 1 << 16
+
   def start_bundle(self):
     self._packs = beam_io.Packs(size_of=beam_io.record_size)
     self._aliases = {}
+    self._heldout_pages = {}
 
   def _tagged(self, key, pack):
     return pack if key == "train" else beam.pvalue.TaggedOutput(self.HELDOUT, pack)
 
   def process(self, packs):
     add, fraction = self._packs.add, self._heldout_fraction
+    heldout_pages = self._heldout_pages
     n_train = n_heldout = 0
     for payloads, entity in packs:
       entity_part = records.entity_features_part(entity)
       aliases, title = self._aliases, entity.title
       for payload in payloads:
         record = payload[0], records.mention_record(payload, entity_part)
-        if is_heldout(payload[1], fraction):
+        heldout = heldout_pages.get(payload[1])
+        if heldout is None:
+          if len(heldout_pages) >= self.SPLIT_CACHE_PAGES:
+            heldout_pages.clear()
+          heldout = heldout_pages[payload[1]] = is_heldout(payload[1], fraction)
+        if heldout:
           n_heldout += 1
           done = add(self.HELDOUT, record)
         else:
