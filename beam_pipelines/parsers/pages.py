@@ -237,12 +237,36 @@ def init_worker(sites: Optional[Dict[str, xml_dump.SiteInfo]], max_page_chars: i
   _WORKER_PARSER = PageParser(sites, max_page_chars)
 
 
-def parse_pages(pages: Sequence[AnyPage]) -> List[PageResult]:
-  """PageParser.parse of each page in a worker process (after init_worker), in order.
+# The mentions of a batch of pages grouped by raw link target: [(target, [payload, ...]), ...].
+MentionGroups = List[Tuple[str, List[records.MentionPayload]]]
+
+
+def parse_batch(parser: PageParser, pages: Sequence[AnyPage]
+                ) -> Tuple[List[PageResult], MentionGroups]:
+  """PageParser.parse of each page, in order, with the batch's mentions grouped by raw link
+  target (the targets in the order of their first mention, each group's mentions in page and
+  text order) instead of in each PageResult (whose `mentions` are then empty): what the parse
+  step sends on, one group per target, grouped here, in the worker processes, and not in the
+  step's own process (issue 17)."""
+  results = [parser.parse(page) for page in pages]
+  groups = {}
+  for result in results:
+    for target, payload in result.mentions:
+      group = groups.get(target)
+      if group is None:
+        groups[target] = [payload]
+      else:
+        group.append(payload)
+    result.mentions.clear()
+  return results, list(groups.items())
+
+
+def parse_pages(pages: Sequence[AnyPage]) -> Tuple[List[PageResult], MentionGroups]:
+  """parse_batch of the pages in a worker process (after init_worker).
 
   Raises:
     RuntimeError: init_worker was not called in this process.
   """
   if _WORKER_PARSER is None:
     raise RuntimeError("parse_pages runs in a worker process set up by init_worker")
-  return [_WORKER_PARSER.parse(page) for page in pages]
+  return parse_batch(_WORKER_PARSER, pages)

@@ -425,26 +425,26 @@ def read_site_infos(paths: Sequence[str],
   return infos
 
 
-class ParsePageFn(beam_io.PackingDoFn):
+class ParsePageFn(beam.DoFn):
   """Page -> tagged outputs: 'redirect' (title, target), 'article' (title, ArticleTuple),
   'disambiguation' (title), 'category' (category name, hidden) and 'mention' ([(raw target,
-  [records.MentionPayload, ...]), ...]), the main output: a bundle's mentions packed by their
-  target (beam_io.Packs' bounds), the packs completed together in one Beam element (lists of
-  at most beam_io.PACK_MAX_VALUES packs): not one element per link, nor per target (28,016
-  packs of the 7 English dumps' 42,382 mentions, each an element that the next step took
-  alone, issue 17).
+  [records.MentionPayload, ...]), ...]), the main output: the mentions of each batch of pages
+  (below) grouped by their target (pages_lib.parse_batch), in lists of at most
+  beam_io.PACK_MAX_VALUES groups, one Beam element per list: not one element per link, nor
+  per target (28,016 packs of the 7 English dumps' 42,382 mentions were as many elements,
+  each taken alone by the next step, issue 17).
 
   What each page gives is parsers.pages.PageParser's (articles, redirects, disambiguation
   pages, category pages, skipped pages: see there); here its counts become Beam counters, a
   skipped page is logged ('Skipped page: file F, page id N (title): reason') and the outputs
   are routed.
 
-  With `processes` > 1 the pages are parsed in that many worker processes (beam_io.OrderedPool,
-  made in setup and shut down in teardown):
-  pages go out in batches of about BATCH_CHARS characters (BATCH_PAGES pages at most), at
-  most 2 batches per process in flight (memory bounded by them, not by the bundle), and the
-  results come back and are emitted in page order, so that the outputs are byte-identical to
-  an inline parse (processes=1). This is how one local in-memory run uses several cores (Beam's
+  Pages are parsed in batches of about BATCH_CHARS characters (BATCH_PAGES pages at most).
+  With `processes` > 1 the batches are parsed in that many worker processes
+  (beam_io.OrderedPool, made in setup and shut down in teardown), which also group their
+  mentions: at most 2 batches per process in flight (memory bounded by them, not by the
+  bundle), and the results come back and are emitted in page order, so that the outputs are
+  byte-identical to an inline parse (processes=1). This is how one local in-memory run uses several cores (Beam's
   multi_processing mode loses values on large inputs, issue 17); on a distributed runner,
   whose workers already run one process per core, leave it at 1. A worker process that dies
   fails the step (concurrent.futures' BrokenProcessPool), never silently drops pages.
@@ -476,9 +476,7 @@ class ParsePageFn(beam_io.PackingDoFn):
   def __init__(self, max_page_chars: int = MAX_PAGE_CHARS,
                sites: Optional[Dict[str, xml_dump.SiteInfo]] = None, processes: int = 1,
                start_method: str = "spawn"):
-    # The mentions' packs (PackingDoFn, whose setup also relaxes the garbage collector: a
-    # page's parse makes and drops tens of thousands of small objects).
-    super().__init__(size_of=kb_merge.payload_size)
+    super().__init__()
     beam_io.check_processes(processes)
     self._max_page_chars = max_page_chars
     self._sites = dict(sites or {})
@@ -487,7 +485,8 @@ class ParsePageFn(beam_io.PackingDoFn):
     self._pool = None
 
   def setup(self):
-    super().setup()
+    # A page's parse makes and drops tens of thousands of small objects.
+    beam_io.relax_garbage_collection()
     self._parser = pages_lib.PageParser(self._sites, self._max_page_chars)
     if self._processes > 1 and self._pool is None:
       self._pool = beam_io.OrderedPool(
@@ -500,53 +499,47 @@ class ParsePageFn(beam_io.PackingDoFn):
       self._pool = None
 
   def start_bundle(self):
-    super().start_bundle()
     self._batch, self._batch_chars = [], 0
 
   def process(self, page: AnyPage):
-    if self._pool is None:
-      yield from self._emit(self._parser.parse(page))
-      return
     self._batch.append(page)
     self._batch_chars += pages_lib.page_size(page)
     if len(self._batch) >= self.BATCH_PAGES or self._batch_chars >= self.BATCH_CHARS:
-      self._submit()
-    for result in self._results(wait_all=False):
-      yield from self._emit(result)
+      yield from self._submit()
+    if self._pool is not None:
+      for batch in self._pool.results(wait_all=False):
+        yield from self._emit(batch)
 
   def finish_bundle(self):
+    outputs = self._submit()
     if self._pool is not None:
-      self._submit()
-      for result in self._results(wait_all=True):
-        for output in self._emit(result):
-          yield beam_io.output_in_global_window(output)
-    for packs in beam_io.chunks(self._packs.take()):
-      yield beam_io.in_global_window(packs)
+      outputs = (output for batch in self._pool.results(wait_all=True)
+                 for output in self._emit(batch))
+    for output in outputs:
+      yield beam_io.output_in_global_window(output)
 
-  def _submit(self) -> None:
-    if self._batch:
-      self._pool.submit(pages_lib.parse_pages, self._batch)
-      self._batch, self._batch_chars = [], 0
+  def _submit(self):
+    """Parses the batch held (inline: its outputs; in the pool: none yet, submitted)."""
+    batch, self._batch, self._batch_chars = self._batch, [], 0
+    if not batch:
+      return ()
+    if self._pool is None:
+      return self._emit(pages_lib.parse_batch(self._parser, batch))
+    self._pool.submit(pages_lib.parse_pages, batch)
+    return ()
 
-  def _results(self, wait_all: bool) -> Iterator[pages_lib.PageResult]:
-    """The pages' results of the batches in flight, in page order (beam_io.OrderedPool)."""
-    for results in self._pool.results(wait_all):
-      yield from results
-
-  def _emit(self, result: pages_lib.PageResult):
-    for name, n in result.counts.items():
-      _count(name, n)
-    if result.skipped is not None:
-      logging.error("Skipped page: %s", result.skipped)
-    for tag, value in result.outputs:
-      yield beam.pvalue.TaggedOutput(tag, value)
+  def _emit(self, batch: Tuple[List[pages_lib.PageResult], pages_lib.MentionGroups]):
+    results, groups = batch
+    for result in results:
+      for name, n in result.counts.items():
+        _count(name, n)
+      if result.skipped is not None:
+        logging.error("Skipped page: %s", result.skipped)
+      for tag, value in result.outputs:
+        yield beam.pvalue.TaggedOutput(tag, value)
     # Each mention's own record features were encoded by the parse, once: the KB merge and
     # the writes pass them on as one bytes value (records.MentionPayload).
-    add = self._packs.add
-    for target, payload in result.mentions:
-      done = add(target, payload)
-      if done:
-        yield from beam_io.chunks(done)
+    yield from beam_io.chunks(groups)
 
 
 def drop_hidden_categories(article: Tuple[str, records.ArticleTuple],

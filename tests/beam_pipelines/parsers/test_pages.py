@@ -69,9 +69,27 @@ def test_worker_functions_give_what_the_parser_gives():
     in_worker = pages.parse_pages([ARTICLE, ARTICLE])
   finally:
     pages._WORKER_PARSER = None  # pylint: disable=protected-access
-  assert in_worker == [pages.PageParser().parse(ARTICLE)] * 2
+  assert in_worker == pages.parse_batch(pages.PageParser(), [ARTICLE, ARTICLE])
   # What crosses the process boundary survives pickling whole.
   assert pickle.loads(pickle.dumps(in_worker)) == in_worker
+
+
+def test_a_batchs_mentions_come_grouped_by_target():
+  """parse_batch: each page's result without its mentions, and the batch's mentions grouped
+  by raw target (targets in the order of their first mention; a group's mentions in page
+  then text order): the same mentions as the pages' own results."""
+  parser = pages.PageParser()
+  second = xml_dump.Page(8, "Port Alder", 0,
+                         "Port Alder lies on the [[Ore River]] near [[Lake Fen]].")
+  alone = [parser.parse(page) for page in (ARTICLE, second, ARTICLE)]
+  results, groups = pages.parse_batch(parser, [ARTICLE, second, ARTICLE])
+  assert [r._replace(mentions=[]) for r in alone] == results
+  assert all(not r.mentions for r in results)
+  mentions = [m for r in alone for m in r.mentions]
+  assert len(mentions) > len(groups) > 1
+  assert [target for target, _ in groups] == list(dict.fromkeys(t for t, _ in mentions))
+  for target, payloads in groups:
+    assert payloads == [p for t, p in mentions if t == target]
 
 
 def test_a_parse_that_raises_is_skipped_with_the_error_type(monkeypatch):
