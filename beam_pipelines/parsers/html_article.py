@@ -310,7 +310,7 @@ class _Renderer:
     """Renders an element's contents as one clean line (link text); its links are no
     mentions."""
     if len(element) == 0:  # text only (most links)
-      return " ".join((element.text or "").translate(wikitext.INVISIBLE_CHARS).split())
+      return " ".join(wikitext.visible(element.text or "").split())
     sub = _Renderer(self.page_title, self.host)
     sub.pending = self.pending  # pieces inside link text still count
     sub.source = self.source
@@ -327,7 +327,7 @@ class _Renderer:
   def text(self, value: Optional[str], out: wikitext.TextEmitter) -> None:
     if not value:
       return
-    value = value.translate(wikitext.INVISIBLE_CHARS)
+    value = wikitext.visible(value)
     if self.pre:
       out.text(value)
     else:

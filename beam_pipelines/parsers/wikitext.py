@@ -179,6 +179,14 @@ _BEHAVIOR_SWITCH = re.compile(r"__[A-Z]+__")
 _APOSTROPHES = re.compile(r"'{2,}")
 _WS = re.compile(r"(\s+)")
 _INVISIBLE = dict.fromkeys(map(ord, "\u00ad\u200b\u200c\u200d\u200e\u200f\u2060\ufeff"))
+assert not any(c < 0x80 for c in _INVISIBLE)
+
+
+def _visible(value: str) -> str:
+  """value without the _INVISIBLE characters; an ASCII string (most text nodes) holds none and
+  is not translated (str.translate with a dict looks up each character: ~1 us per 250
+  characters; isascii 0.04 us)."""
+  return value if value.isascii() else value.translate(_INVISIBLE)
 _CLOSING_PUNCT = frozenset(".,;:!?)]")
 _ESCAPED_TAG = re.compile(r"&lt;/?(?:ref|br|references|small|sup|sub|div|span|nowiki)\b")
 # An HTML tag MediaWiki accepts, left as text by mwparserfromhell when it is not closed.
@@ -568,7 +576,7 @@ class _Renderer:
     if value is not None and "''" not in value and "__" not in value and "<" not in value:
       # Most link texts and titles: what walk and _Emitter.text make of one Text node without
       # markup, cleaned, without a renderer and emitter of its own (issue 17).
-      return _clean_inline(value.translate(_INVISIBLE))
+      return _clean_inline(_visible(value))
     sub = _Renderer(self.page_title, self.site)
     sub.categories = self.categories  # a category inside link text still counts
     sub.pending = self.pending  # so do refs, tables, templates inside link text
@@ -597,7 +605,7 @@ class _Renderer:
           value = _BEHAVIOR_SWITCH.sub("", value)
         if "<" in value:  # an unclosed '<small>' or a stray '</span>' stays text in the tree
           value = _STRAY_TAG.sub(_stray_tag, value)
-        out.text(value.translate(_INVISIBLE))
+        out.text(_visible(value))
         continue
       skip = 0
       if isinstance(node, mw_nodes.Wikilink):
@@ -615,7 +623,7 @@ class _Renderer:
           value = node.normalize()
         except (ValueError, OverflowError):
           value = str(node)
-        out.text(value.translate(_INVISIBLE))
+        out.text(_visible(value))
       elif isinstance(node, mw_nodes.Tag):
         self.tag(node, out, mentions)
       elif isinstance(node, mw_nodes.Heading):
@@ -1058,5 +1066,5 @@ def count_list_item_links(text: str, links: Sequence[Link], list_lines: Sequence
 # The text builder and first-paragraph rule, shared with beam_pipelines.parsers.html_article
 # (the HTML renderer builds its plain text exactly as this one does).
 TextEmitter = _Emitter
-INVISIBLE_CHARS = _INVISIBLE
+visible = _visible
 first_paragraph = _first_paragraph
