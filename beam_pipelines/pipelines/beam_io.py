@@ -5,6 +5,7 @@ import collections
 import concurrent.futures
 import contextlib
 import difflib
+import functools
 import gc
 import hashlib
 import inspect
@@ -14,7 +15,7 @@ import operator
 import struct
 import threading
 import weakref
-from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 import apache_beam as beam
 from apache_beam.coders import coder_impl
@@ -657,17 +658,40 @@ class WriteTextFile(beam.PTransform):
             | "Write" >> beam.Map(write))
 
 
-def _masked_crc32c(data: bytes) -> bytes:
-  crc = google_crc32c.value(data)
-  return struct.pack("<I", (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF)
+def _masked_crc32c(data: bytes, _value=google_crc32c.value,
+                   _pack=struct.Struct("<I").pack) -> bytes:
+  crc = _value(data)
+  return _pack((((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _tfrecord_header(size: int) -> bytes:
+  """A record's length (uint64, little-endian) and its masked CRC-32C (kept per length: the
+  records of a file have few distinct lengths)."""
+  length = struct.pack("<Q", size)
+  return length + _masked_crc32c(length)
 
 
 def tfrecord_frame(record: bytes) -> bytes:
   """One record as TFRecord framing writes it: its length (uint64, little-endian), the masked
   CRC-32C of those 8 bytes, the record, the masked CRC-32C of the record (the format of
   tf.io.TFRecordWriter without compression: tensorflow/core/lib/io/record_writer.cc)."""
-  length = struct.pack("<Q", len(record))
-  return length + _masked_crc32c(length) + record + _masked_crc32c(record)
+  return _tfrecord_header(len(record)) + record + _masked_crc32c(record)
+
+
+def tfrecord_chunks(records: Iterable[bytes], chunk_bytes: int = 1 << 22) -> Iterator[bytes]:
+  """The TFRecord framing of `records` (tfrecord_frame of each, in order) joined into chunks of
+  about `chunk_bytes`: a file's writes, one call per chunk instead of per record."""
+  parts, size = [], 0
+  header, crc = _tfrecord_header, _masked_crc32c
+  for record in records:
+    parts += (header(len(record)), record, crc(record))
+    size += len(record)
+    if size >= chunk_bytes:
+      yield b"".join(parts)
+      parts, size = [], 0
+  if parts:
+    yield b"".join(parts)
 
 
 _SORT_KEY = operator.itemgetter(0)
@@ -970,8 +994,8 @@ class WriteShardedTFRecords(beam.PTransform):
       # Beam's file systems (local, gs://, ...); the bytes of tf.io.TFRecordWriter's.
       path = shard_path(shard, n)
       with FileSystems.create(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
-        for _, value in rows:
-          f.write(tfrecord_frame(value))
+        for chunk in tfrecord_chunks(value for _, value in rows):
+          f.write(chunk)
       written.inc(len(rows))
       return path, len(rows)
 

@@ -283,7 +283,15 @@ def test_tfrecord_frame_is_tensorflows_framing(tmp_path):
     for record in records:
       writer.write(record)
   with open(path, "rb") as f:
-    assert b"".join(beam_io.tfrecord_frame(r) for r in records) == f.read()
+    theirs = f.read()
+  assert b"".join(beam_io.tfrecord_frame(r) for r in records) == theirs
+  # In chunks (a chunk ends once it holds 10 bytes of records): the same bytes, the records
+  # whole in each chunk.
+  chunks = list(beam_io.tfrecord_chunks(records * 2, chunk_bytes=10))
+  assert b"".join(chunks) == theirs * 2
+  # Frames: 16 bytes more than the record (b"": 16, b"x": 17, 140,000 bytes, 'Ünïcode': 25).
+  assert [len(c) for c in chunks] == [16 + 17 + 140_016, 25 + 16 + 17, 140_016, 25]
+  assert list(beam_io.tfrecord_chunks([])) == []
   ours = tmp_path / "ours.tfrecord"
   ours.write_bytes(b"".join(beam_io.tfrecord_frame(r) for r in records))
   assert [r.numpy() for r in tf.data.TFRecordDataset(str(ours))] == records
@@ -334,7 +342,6 @@ def test_gathered_writes_give_the_same_shard_files_and_listing(tmp_path):
   # pylint: disable=g-import-not-at-top
   import apache_beam as beam
   from apache_beam.testing import test_pipeline
-  from apache_beam.testing import util
   # pylint: enable=g-import-not-at-top
   records = [(f"{i}:{i * 7 % 5}", f"record {i}".encode()) for i in range(10)] + [
       ("0:0", b"a second record of key 0:0")]
