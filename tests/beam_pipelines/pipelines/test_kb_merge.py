@@ -263,6 +263,37 @@ def test_an_entitys_mentions_leave_the_merge_in_bounded_packs(monkeypatch):
   assert [len(pack) for pack, _ in packs] == [1] * 7
 
 
+def test_keys_only_links_name_give_what_the_general_rules_give(monkeypatch):
+  """Issue 17: build_entity's path for keys whose values are all mentions (most keys) gives
+  the entity, packs and counts of the general path: one or several spellings (the most
+  frequent wins, then the smallest), ties, empty packs, packs cut by MENTION_PACK_VALUES."""
+  monkeypatch.setattr(kb_merge, "MENTION_PACK_VALUES", 3)
+
+  def mentions(spelling, n):
+    return (kb_merge.MENTION, spelling, [_mention(f"{spelling}:{i}", spelling) for i in range(n)])
+
+  cases = [[mentions("Zug", 1)], [mentions("Zug", 4)], [mentions("Zug", 0)],
+           [mentions("Zug", 0), mentions("ZUG", 0)],
+           [mentions("Zug", 2), mentions("ZUG", 2)], [mentions("ZUG", 2), mentions("Zug", 2)],
+           [mentions("Zug", 1), mentions("ZUG", 3), mentions("Zug", 1), mentions("zug", 0)],
+           [mentions("Zug", 2), mentions("Zug", 1)]]
+  def plain(outputs):
+    return [(o.tag, o.value) if isinstance(o, beam.pvalue.TaggedOutput) else o
+            for o in outputs]
+
+  for values in cases:
+    with kb_merge.collected_counts() as fast_counts:
+      fast = plain(kb_merge.build_entity("zug", values))
+    with kb_merge.collected_counts() as general_counts:
+      general = plain(kb_merge._merged_entity("zug", values))  # pylint: disable=protected-access
+    assert fast == general, values
+    assert fast_counts == general_counts, values
+  assert kb_merge.build_entity("zug", cases[4]).__name__ == "_link_target_entity"
+  # A key ending in ')' may be a disambiguation title: the general rules decide.
+  values = [mentions("Zug (disambiguation)", 2)]
+  assert list(kb_merge.build_entity("zug (disambiguation)", values)) == []
+
+
 def test_a_buckets_mention_packs_leave_in_lists(monkeypatch):
   """Issue 17: build_bucket sends its entities' mention packs in lists (one Beam element per
   list, not per entity), a list once its packs hold MENTION_PACK_VALUES mentions; every
