@@ -444,9 +444,9 @@ class ParsePageFn(beam.DoFn):
   (beam_io.OrderedPool, made in setup and shut down in teardown), which also group their
   mentions: at most 2 batches per process in flight (memory bounded by them, not by the
   bundle), and the results come back and are emitted in page order, so that the outputs are
-  byte-identical to an inline parse (processes=1). This is how one local in-memory run uses several cores (Beam's
-  multi_processing mode loses values on large inputs, issue 17); on a distributed runner,
-  whose workers already run one process per core, leave it at 1. A worker process that dies
+  byte-identical to an inline parse (processes=1). This is how one local in-memory run uses
+  several cores (Beam's multi_processing mode loses values on large inputs, issue 17); on a
+  distributed runner, whose workers already run one process per core, leave it at 1. A worker process that dies
   fails the step (concurrent.futures' BrokenProcessPool), never silently drops pages.
 
   Args:
@@ -601,10 +601,11 @@ class MentionRecordsFn(beam.DoFn):
   counts (AliasCountsFn sums them).
 
   One step per list of packs of entities' mentions for what were three per-mention steps
-  (split, alias key, record), each a Beam element per mention. The records and alias counts of a
-  whole bundle leave in packs (beam_io.Packs' bounds; alias counts once they hold ALIAS_PACK
-  keys, at most one entity's mentions more), not one or more elements per entity: the
-  writers and counters downstream take one step per pack. The record is
+  (split, alias key, record), each a Beam element per mention. The records and alias counts
+  of a whole bundle leave in packs (beam_io.Packs' bounds; alias counts once they hold
+  ALIAS_PACK keys, at most one entity's mentions more), not one or more elements per entity:
+  the writers and counters downstream take one step per pack. A source page's split is kept
+  (SPLIT_CACHE_PAGES pages at most). The record is
   records.mention_record: the entity's encoded features (made once per entity) and the
   mention's own.
   """
