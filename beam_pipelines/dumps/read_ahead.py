@@ -121,7 +121,11 @@ def decompressed_ahead(paths: Sequence[str], threads: int = 2,
   try:
     with _LOCK:
       for path in local:
-        _AHEAD[path] = (_stamp(path), pool.submit(_decompress, path, budget), budget)
+        try:
+          stamp = _stamp(path)
+        except OSError:
+          continue  # gone meanwhile: read (and reported) the usual way
+        _AHEAD[path] = (stamp, pool.submit(_decompress, path, budget), budget)
         mine.append(path)
     yield
   finally:

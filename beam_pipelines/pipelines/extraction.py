@@ -1323,10 +1323,13 @@ def read_ahead_paths(site_infos: Dict[str, Optional[xml_dump.SiteInfo]],
     return []
   paths, total = [], 0
   for path, info in site_infos.items():
-    if info is None or not os.path.isfile(path):
+    if info is None:
       continue
-    size = os.path.getsize(path)
-    if size > READ_AHEAD_FILE_BYTES or total + size > READ_AHEAD_TOTAL_BYTES:
+    try:
+      size = os.path.getsize(path) if os.path.isfile(path) else None
+    except OSError:
+      size = None  # gone meanwhile: read (and reported) the usual way
+    if size is None or size > READ_AHEAD_FILE_BYTES or total + size > READ_AHEAD_TOTAL_BYTES:
       continue
     if detect_multistream_index and find_multistream_index(path) is not None:
       continue
