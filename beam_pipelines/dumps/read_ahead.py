@@ -8,7 +8,7 @@ known (bz2 decompresses without holding the GIL, so the threads use the other co
 pipeline is built), and the reading step `take`s a file's bytes instead of decompressing it
 again. Only files that decompress whole and without error are handed out: a truncated or
 corrupt file is read the usual way, which reports its fault where it is. A file that changed
-since (size or modification time) is not handed out either.
+since (size, modification time, device or inode) is not handed out either.
 
 Nothing here outside the context: another process (a distributed runner's worker, Beam's
 multi_processing mode) finds nothing to take and reads as before. Memory is bounded by
@@ -21,6 +21,7 @@ import bz2
 import concurrent.futures
 import contextlib
 import os
+import sys
 import threading
 from typing import Dict, Iterator, Optional, Sequence, Tuple
 
@@ -28,9 +29,10 @@ from typing import Dict, Iterator, Optional, Sequence, Tuple
 DEFAULT_MAX_BYTES = 256 << 20
 
 _LOCK = threading.Lock()
-# path -> (its (size, mtime) when the decompression started, the decompression's Future, the
+# path -> (its _stamp when the decompression started, the decompression's Future, the
 # context's budget); filled by the open decompressed_ahead context.
-_AHEAD: Dict[str, Tuple[Tuple[int, int], concurrent.futures.Future, "_Budget"]] = {}
+_AHEAD: Dict[str, Tuple[Tuple[int, int, int, int], concurrent.futures.Future, "_Budget"]] = {}
+_OPEN = [0]  # decompressed_ahead contexts open
 
 
 class _Budget:
@@ -54,9 +56,11 @@ class _Budget:
       self.held -= n
 
 
-def _stamp(path: str) -> Tuple[int, int]:
+def _stamp(path: str) -> Tuple[int, int, int, int]:
+  """What tells a file changed: its size, modification time, device and inode (a file
+  replaced by a rename, even with the same size and time, has another inode)."""
   stat = os.stat(path)
-  return stat.st_size, stat.st_mtime_ns
+  return stat.st_size, stat.st_mtime_ns, stat.st_dev, stat.st_ino
 
 
 def _decompress(path: str, budget: _Budget) -> Optional[bytes]:
@@ -74,7 +78,7 @@ def _decompress(path: str, budget: _Budget) -> Optional[bytes]:
     streams = []
     while raw:
       with budget.lock:
-        room = 0 if budget.closed else budget.max_bytes - budget.held
+        room = 0 if budget.closed else min(budget.max_bytes - budget.held, sys.maxsize)
       if room <= 0:
         raise _Dropped
       decompressor = bz2.BZ2Decompressor()
@@ -99,7 +103,7 @@ def decompressed_ahead(paths: Sequence[str], threads: int = 2,
                        max_bytes: int = DEFAULT_MAX_BYTES) -> Iterator[None]:
   """Within the context, the local files among `paths` are decompressed in `threads` threads
   (in the order given), for `take`. Paths that are not local files are left out; contexts do
-  not nest (an inner one decompresses nothing).
+  not nest (one opened while another is open decompresses nothing).
 
   Args:
     paths: dump files; the local bz2 files among them are decompressed (other files are
@@ -115,7 +119,8 @@ def decompressed_ahead(paths: Sequence[str], threads: int = 2,
   budget = _Budget(max_bytes)
   mine = []
   with _LOCK:
-    nested = bool(_AHEAD)
+    nested = _OPEN[0] > 0
+    _OPEN[0] += 1
   local = [] if nested else [p for p in dict.fromkeys(paths) if os.path.isfile(p)]
   pool = concurrent.futures.ThreadPoolExecutor(threads, thread_name_prefix="DumpReadAhead")
   try:
@@ -132,6 +137,7 @@ def decompressed_ahead(paths: Sequence[str], threads: int = 2,
     with budget.lock:
       budget.closed = True
     with _LOCK:
+      _OPEN[0] -= 1
       for path in mine:
         entry = _AHEAD.pop(path, None)
         if entry is not None:

@@ -69,6 +69,25 @@ def test_a_file_changed_since_is_not_handed_out(tmp_path):
     assert read_ahead.take(path) is None
 
 
+def test_a_file_replaced_with_the_same_size_and_time_is_not_handed_out(tmp_path):
+  """A rename over the file (rsync, cp -p then mv) keeps size and time: the inode differs."""
+  path = _write(tmp_path / "d.xml.bz2", bz2.compress(b"<mediawiki>AAAA</mediawiki>"))
+  stat = os.stat(path)
+  with read_ahead.decompressed_ahead([path]):
+    replacement = _write(tmp_path / "new.xml.bz2", bz2.compress(b"<mediawiki>BBBB</mediawiki>"))
+    assert os.path.getsize(replacement) == stat.st_size
+    os.utime(replacement, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    os.replace(replacement, path)
+    assert read_ahead.take(path) is None
+
+
+def test_a_budget_beyond_any_size_hands_files_out(tmp_path):
+  path = _write(tmp_path / "d.xml.bz2", bz2.compress(b"x" * 100))
+  for max_bytes in (2**63, 10**30):
+    with read_ahead.decompressed_ahead([path], max_bytes=max_bytes):
+      assert read_ahead.take(path) == b"x" * 100, max_bytes
+
+
 def test_contexts_do_not_nest_and_threads_are_checked(tmp_path):
   path = _write(tmp_path / "d.xml.bz2", bz2.compress(b"x" * 100))
   other = _write(tmp_path / "e.xml.bz2", bz2.compress(b"y" * 100))
@@ -76,6 +95,8 @@ def test_contexts_do_not_nest_and_threads_are_checked(tmp_path):
     with read_ahead.decompressed_ahead([other]):
       assert read_ahead.take(other) is None  # the inner context decompressed nothing
     assert read_ahead.take(path) == b"x" * 100
+    with read_ahead.decompressed_ahead([other]):  # none held by the outer one any more
+      assert read_ahead.take(other) is None
   with pytest.raises(ValueError, match="threads"):
     with read_ahead.decompressed_ahead([path], threads=0):
       pass
