@@ -180,13 +180,6 @@ _APOSTROPHES = re.compile(r"'{2,}")
 _WS = re.compile(r"(\s+)")
 _INVISIBLE = dict.fromkeys(map(ord, "\u00ad\u200b\u200c\u200d\u200e\u200f\u2060\ufeff"))
 assert not any(c < 0x80 for c in _INVISIBLE)
-
-
-def _visible(value: str) -> str:
-  """value without the _INVISIBLE characters; an ASCII string (most text nodes) holds none and
-  is not translated (str.translate with a dict looks up each character: ~1 us per 250
-  characters; isascii 0.04 us)."""
-  return value if value.isascii() else value.translate(_INVISIBLE)
 _CLOSING_PUNCT = frozenset(".,;:!?)]")
 _ESCAPED_TAG = re.compile(r"&lt;/?(?:ref|br|references|small|sup|sub|div|span|nowiki)\b")
 # An HTML tag MediaWiki accepts, left as text by mwparserfromhell when it is not closed.
@@ -443,6 +436,13 @@ class _Emitter:
 
   def value(self) -> str:
     return "".join(self._parts)
+
+
+def _visible(value: str) -> str:
+  """value without the _INVISIBLE characters; an ASCII string (most text nodes) holds none and
+  is not translated (str.translate with a dict looks up each character: ~1 us per 250
+  characters; isascii 0.04 us)."""
+  return value if value.isascii() else value.translate(_INVISIBLE)
 
 
 def _clean_inline(s: str) -> str:

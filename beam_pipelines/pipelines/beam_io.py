@@ -1005,14 +1005,15 @@ class WriteShardedTFRecords(beam.PTransform):
       def write_all(element, packed):
         packs = list(element[1]) if packed else [list(element[1])]
         n = fixed or shards_for(sum(map(len, packs)))
-        if n > 1:
-          by_shard = [[] for _ in range(n)]
+        if n == 1:
+          by_shard = [packs]
+        else:
+          by_shard = [[[]] for _ in range(n)]  # each shard's records in one pack
           for pack in packs:
             for record in pack:
-              by_shard[shard_of(record[0], n)].append(record)
-          packs = None
-        for shard in range(n):
-          yield write((shard, packs if n == 1 else [by_shard[shard]]), n)
+              by_shard[shard_of(record[0], n)][0].append(record)
+        for shard, shard_packs in enumerate(by_shard):
+          yield write((shard, shard_packs), n)
 
       def listing(_, listed):
         if listed:

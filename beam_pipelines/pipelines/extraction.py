@@ -29,6 +29,7 @@ import collections
 import concurrent.futures
 import contextlib
 import datetime
+import functools
 import hashlib
 import io
 import json
@@ -102,6 +103,11 @@ def fingerprint_fraction(key: str) -> float:
 def is_heldout(source_page: str, heldout_fraction: float) -> bool:
   """True when mentions from `source_page` belong to the held-out split."""
   return fingerprint_fraction(source_page) < heldout_fraction
+
+
+# is_heldout of recent source pages, kept (a sha256 a mention otherwise; a page's mentions
+# come with many entities): MentionRecordsFn's, bounded.
+_is_heldout_kept = functools.lru_cache(maxsize=1 << 16)(is_heldout)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -604,8 +610,7 @@ class MentionRecordsFn(beam.DoFn):
   (split, alias key, record), each a Beam element per mention. The records and alias counts
   of a whole bundle leave in packs (beam_io.Packs' bounds; alias counts once they hold
   ALIAS_PACK keys, at most one entity's mentions more), not one or more elements per entity:
-  the writers and counters downstream take one step per pack. A source page's split is kept
-  (SPLIT_CACHE_PAGES pages at most). The record is
+  the writers and counters downstream take one step per pack. The record is
   records.mention_record: the entity's encoded features (made once per entity) and the
   mention's own.
   """
@@ -618,33 +623,22 @@ class MentionRecordsFn(beam.DoFn):
     super().__init__()
     self._heldout_fraction = heldout_fraction
 
-  # Source pages whose split is kept (is_heldout: a sha256 a mention otherwise; a page's
-  # mentions come with many entities): forgotten when this many are kept, to bound memory.
-  SPLIT_CACHE_PAGES = 1 << 16
-
   def start_bundle(self):
     self._packs = beam_io.Packs(size_of=beam_io.record_size)
     self._aliases = {}
-    self._heldout_pages = {}
 
   def _tagged(self, key, pack):
     return pack if key == "train" else beam.pvalue.TaggedOutput(self.HELDOUT, pack)
 
   def process(self, packs):
     add, fraction = self._packs.add, self._heldout_fraction
-    heldout_pages = self._heldout_pages
     n_train = n_heldout = 0
     for payloads, entity in packs:
       entity_part = records.entity_features_part(entity)
       aliases, title = self._aliases, entity.title
       for payload in payloads:
         record = payload[0], records.mention_record(payload, entity_part)
-        heldout = heldout_pages.get(payload[1])
-        if heldout is None:
-          if len(heldout_pages) >= self.SPLIT_CACHE_PAGES:
-            heldout_pages.clear()
-          heldout = heldout_pages[payload[1]] = is_heldout(payload[1], fraction)
-        if heldout:
+        if _is_heldout_kept(payload[1], fraction):
           n_heldout += 1
           done = add(self.HELDOUT, record)
         else:

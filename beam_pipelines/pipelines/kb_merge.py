@@ -776,9 +776,9 @@ class MergeKnowledgeBase(beam.PTransform):
     'descriptions': (title, text);
     'mentions': (link target title, mention payload): a tuple whose item 2 is the span text
       (records.MentionPayload in the extraction, MentionTuple also works), passed on as is;
-    'mention_packs': lists of (link target title, [mention payload, ...]): the same, packed
-      by target by their producer (beam_io.Packs' bounds; the extraction's ParsePageFn), one
-      Beam element per list of packs;
+    'mention_packs': lists of (link target title, [mention payload, ...]): the same, grouped
+      by target by their producer (the extraction's ParsePageFn: per batch of pages,
+      parsers.pages.parse_batch), one Beam element per list of groups;
     'titles': title, from title lists; 'title_packs': lists of them (ReadListFileFn);
     'title_redirects': (redirect title, target title), from redirect lists;
       'title_redirect_packs': lists of them.

@@ -736,8 +736,6 @@ def test_mention_records_of_a_bundle_leave_in_packs(monkeypatch):
   entity) and its alias counts in packs of about ALIAS_PACK keys; every mention's record
   lands once in its split and the summed alias counts are the training mentions' counts."""
   monkeypatch.setattr(extract.MentionRecordsFn, "ALIAS_PACK", 2)
-  # Splits of 3 source pages kept at most (12 pages here): forgotten, they are found again.
-  monkeypatch.setattr(extract.MentionRecordsFn, "SPLIT_CACHE_PAGES", 3)
   pages = [f"Page {i}" for i in range(12)]
   fraction = sorted(extract.fingerprint_fraction(p) for p in pages)[4]  # 4 held-out pages
   spans = ["Ore", "the river", "ore", "Port"]
