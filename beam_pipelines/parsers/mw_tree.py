@@ -75,6 +75,14 @@ def _text(value: Any) -> mw_nodes.Text:
 class FastBuilder(mw_builder.Builder):
   """mwparserfromhell's Builder, creating the frequent nodes without their property setters.
 
+  Each construct's handler reads its tokens from the shared reversed token list (`_tokens`,
+  the next token last) and collects the nodes of each of its parts in a list of its own
+  (_collect: text tokens become Text nodes in place, other tokens go to their handler), where
+  mwparserfromhell's Builder pushes and pops a stack per part and dispatches every token,
+  text included, through _handle_token (issue 17: the builder was a quarter of a page's
+  parse). Comments, HTML entities and unquoted attributes are built by mwparserfromhell's own
+  handlers and constructors.
+
   Args:
     opaque_tags: lower-case names of tags whose contents the caller only reads as wikitext
       (str): each such tag's contents become one Text node holding their wikitext, made from
@@ -100,145 +108,127 @@ class FastBuilder(mw_builder.Builder):
   def _handle_text(self, token):
     return _text(token.get("text"))
 
-  def _handle_parameter(self, default):
-    key = None
-    showkey = False
-    self._push()
+  def _collect(self, stops: Tuple[type, ...], handler: str) -> Tuple[List, Any]:
+    """The nodes of the tokens up to the next token of a kind in `stops` (taken off the
+    list), and that token. Raises ParserError ("`handler`() missed a close token") when the
+    tokens end first."""
+    nodes = []
+    append = nodes.append
     stack = self._tokens
+    pop = stack.pop
+    handlers = _FAST_HANDLERS
     while stack:
-      token = stack.pop()
+      token = pop()
       kind = type(token)
-      if kind is tokens.TemplateParamEquals:
-        key = self._pop()
-        showkey = True
-        self._push()
-      elif kind is tokens.TemplateParamSeparator or kind is tokens.TemplateClose:
-        stack.append(token)
-        value = self._pop()
-        if key is None:
-          key = _code([_text(str(default))])
-        param = _new(_Parameter)
-        param._name, param._value, param._showkey = key, value, showkey
-        return param
+      if kind is _Text_token:
+        node = _new(_Text)
+        value = token.get("text")
+        node._value = value if type(value) is str else str(value)
+        append(node)
+      elif kind in stops:
+        return nodes, token
       else:
-        self._stacks[-1].append(self._handle_token(token))
-    raise mw_builder.ParserError("_handle_parameter() missed a close token")
+        fast = handlers.get(kind)
+        append(fast(self, token) if fast is not None else self._handle_token(token))
+    if handler == "build":  # the whole text: its tokens end it
+      return nodes, None
+    raise mw_builder.ParserError(f"{handler}() missed a close token")
 
   def _handle_template(self, token):
-    name = None
+    nodes, token = self._collect(_TEMPLATE_STOPS, "_handle_template")
+    name = _code(nodes)
     params = []
     default = 1
-    self._push()
-    stack = self._tokens
-    while stack:
-      token = stack.pop()
-      kind = type(token)
-      if kind is tokens.TemplateParamSeparator:
-        if not params:
-          name = self._pop()
-        param = self._handle_parameter(default)
-        params.append(param)
-        if not param._showkey:
-          default += 1
-      elif kind is tokens.TemplateClose:
-        if not params:
-          name = self._pop()
-        node = _new(_Template)
-        node._name, node._params = name, params
-        return node
+    collect = self._collect
+    while type(token) is tokens.TemplateParamSeparator:
+      # One parameter: [key '='] value, up to the next separator or the close.
+      key = None
+      nodes, token = collect(_PARAMETER_STOPS, "_handle_parameter")
+      while type(token) is tokens.TemplateParamEquals:
+        key = _code(nodes)
+        nodes, token = collect(_PARAMETER_STOPS, "_handle_parameter")
+      param = _new(_Parameter)
+      if key is None:
+        param._name, param._value, param._showkey = _code([_text(str(default))]), _code(
+            nodes), False
+        default += 1
       else:
-        self._stacks[-1].append(self._handle_token(token))
-    raise mw_builder.ParserError("_handle_template() missed a close token")
+        param._name, param._value, param._showkey = key, _code(nodes), True
+      params.append(param)
+    node = _new(_Template)
+    node._name, node._params = name, params
+    return node
 
-  def _two_parts(self, separator, close, handler: str):
-    """The code before and after the first `separator` token up to `close` (the second None
-    when there is no separator), as mwparserfromhell's _handle_argument/_handle_wikilink."""
-    first = None
-    self._push()
-    stack = self._tokens
-    while stack:
-      token = stack.pop()
-      kind = type(token)
-      if kind is separator:
-        first = self._pop()
-        self._push()
-      elif kind is close:
-        return (first, self._pop()) if first is not None else (self._pop(), None)
-      else:
-        self._stacks[-1].append(self._handle_token(token))
-    raise mw_builder.ParserError(f"{handler}() missed a close token")
+  def _two_parts(self, stops, handler: str):
+    """The code before and after the last separator (stops[0]) up to the close (stops[1]),
+    the second None when there is no separator, as mwparserfromhell's
+    _handle_argument/_handle_wikilink (where a later separator replaces the first part)."""
+    nodes, token = self._collect(stops, handler)
+    if type(token) is not stops[0]:
+      return _code(nodes), None
+    while True:
+      first = _code(nodes)
+      nodes, token = self._collect(stops, handler)
+      if type(token) is not stops[0]:
+        return first, _code(nodes)
 
   def _handle_argument(self, token):
     node = _new(_Argument)
-    node._name, node._default = self._two_parts(tokens.ArgumentSeparator, tokens.ArgumentClose,
-                                                 "_handle_argument")
+    node._name, node._default = self._two_parts(_ARGUMENT_STOPS, "_handle_argument")
     return node
 
   def _handle_wikilink(self, token):
     node = _new(_Wikilink)
-    node._title, node._text = self._two_parts(tokens.WikilinkSeparator, tokens.WikilinkClose,
-                                              "_handle_wikilink")
+    node._title, node._text = self._two_parts(_WIKILINK_STOPS, "_handle_wikilink")
     return node
 
   def _handle_external_link(self, token):
     brackets, url, suppress_space = token.get("brackets"), None, None
-    self._push()
-    stack = self._tokens
-    while stack:
-      token = stack.pop()
-      kind = type(token)
-      if kind is tokens.ExternalLinkSeparator:
-        url = self._pop()
-        suppress_space = token.get("suppress_space")
-        self._push()
-      elif kind is tokens.ExternalLinkClose:
-        node = _new(_ExternalLink)
-        if url is not None:
-          node._url, node._title = url, self._pop()
-        else:
-          node._url, node._title = self._pop(), None
-        node._brackets = bool(brackets)
-        node.suppress_space = suppress_space is True  # a plain attribute
-        return node
-      else:
-        self._stacks[-1].append(self._handle_token(token))
-    raise mw_builder.ParserError("_handle_external_link() missed a close token")
+    nodes, token = self._collect(_EXTERNAL_LINK_STOPS, "_handle_external_link")
+    while type(token) is tokens.ExternalLinkSeparator:
+      url = _code(nodes)
+      suppress_space = token.get("suppress_space")
+      nodes, token = self._collect(_EXTERNAL_LINK_STOPS, "_handle_external_link")
+    node = _new(_ExternalLink)
+    if url is not None:
+      node._url, node._title = url, _code(nodes)
+    else:
+      node._url, node._title = _code(nodes), None
+    node._brackets = bool(brackets)
+    node.suppress_space = suppress_space is True  # a plain attribute
+    return node
 
   def _handle_heading(self, token):
     level = token.get("level")
-    self._push()
-    stack = self._tokens
-    while stack:
-      token = stack.pop()
-      if type(token) is tokens.HeadingEnd:
-        title = self._pop()
-        if type(level) is not int or not 1 <= level <= 6:
-          return _Heading(title, level)  # its setter's checks and errors
-        node = _new(_Heading)
-        node._title, node._level = title, level
-        return node
-      self._stacks[-1].append(self._handle_token(token))
-    raise mw_builder.ParserError("_handle_heading() missed a close token")
+    nodes, _ = self._collect(_HEADING_STOPS, "_handle_heading")
+    title = _code(nodes)
+    if type(level) is not int or not 1 <= level <= 6:
+      return _Heading(title, level)  # its setter's checks and errors
+    node = _new(_Heading)
+    node._title, node._level = title, level
+    return node
 
   def _handle_attribute(self, start):
     name = quotes = None
-    self._push()
+    nodes = []
     stack = self._tokens
     while stack:
       token = stack.pop()
       kind = type(token)
-      if kind is tokens.TagAttrEquals:
-        name = self._pop()
-        self._push()
+      if kind is _Text_token:
+        nodes.append(_text(token.get("text")))
+      elif kind is tokens.TagAttrEquals:
+        name = _code(nodes)
+        nodes = []
       elif kind is tokens.TagAttrQuote:
         quotes = token.get("char")
       elif (kind is tokens.TagAttrStart or kind is tokens.TagCloseOpen
             or kind is tokens.TagCloseSelfclose):
         stack.append(token)
         if name:
-          value = self._pop()
+          value = _code(nodes)
         else:
-          name, value = self._pop(), None
+          name, value = _code(nodes), None
         pads = (start.get("pad_first"), start.get("pad_before_eq"), start.get("pad_after_eq"))
         if (quotes not in ('"', "'") and (quotes or value is not None)) or any(
             pad and (type(pad) is not str or not pad.isspace()) for pad in pads):
@@ -252,7 +242,7 @@ class FastBuilder(mw_builder.Builder):
             pad if pad else "" for pad in pads)
         return node
       else:
-        self._stacks[-1].append(self._handle_token(token))
+        nodes.append(self._handle_token(token))
     raise mw_builder.ParserError("_handle_attribute() missed a close token")
 
   def _handle_tag(self, token):
@@ -261,18 +251,20 @@ class FastBuilder(mw_builder.Builder):
     implicit, attrs, contents, closing_tag = False, [], None, None
     wiki_markup, invalid = token.get("wiki_markup"), token.get("invalid") or False
     wiki_style_separator, closing_wiki_markup = None, wiki_markup
-    self._push()
+    nodes = []  # of the part being read: the tag's name, its contents, its closing name
     stack = self._tokens
     while stack:
       token = stack.pop()
       kind = type(token)
-      if kind is tokens.TagAttrStart:
+      if kind is _Text_token:
+        nodes.append(_text(token.get("text")))
+      elif kind is tokens.TagAttrStart:
         attrs.append(self._handle_attribute(token))
       elif kind is tokens.TagCloseOpen:
         wiki_style_separator = token.get("wiki_markup")
         padding = token.get("padding") or ""
-        tag = self._pop()
-        self._push()
+        tag = _code(nodes)
+        nodes = []
         if self._opaque_tags:
           name = tag._nodes
           if (len(name) == 1 and type(name[0]) is _Text
@@ -282,21 +274,21 @@ class FastBuilder(mw_builder.Builder):
               source, close_at = found
               del stack[close_at + 1:]
               if source:
-                self._stacks[-1].append(_text(source))
+                nodes.append(_text(source))
       elif kind is tokens.TagOpenClose:
         closing_wiki_markup = token.get("wiki_markup")
-        contents = self._pop()
-        self._push()
+        contents = _code(nodes)
+        nodes = []
       elif kind is tokens.TagCloseSelfclose or kind is tokens.TagCloseClose:
         if kind is tokens.TagCloseSelfclose:
           closing_wiki_markup = token.get("wiki_markup")
-          tag = self._pop()
+          tag = _code(nodes)
           self_closing = True
           padding = token.get("padding") or ""
           implicit = token.get("implicit") or False
         else:
           self_closing = False
-          closing_tag = self._pop()
+          closing_tag = _code(nodes)
         assert tag is not None
         assert padding is not None
         if padding and (type(padding) is not str or not padding.isspace()):
@@ -321,16 +313,14 @@ class FastBuilder(mw_builder.Builder):
           node._closing_wiki_markup = str(closing_wiki_markup) if closing_wiki_markup else None
         return node
       else:
-        self._stacks[-1].append(self._handle_token(token))
+        nodes.append(self._handle_token(token))
     raise mw_builder.ParserError("_handle_tag() missed a close token")
 
   def build(self, tokenlist):
+    tokenlist.reverse()
     self._tokens = tokenlist
-    self._tokens.reverse()
-    self._push()
-    while self._tokens:
-      self._stacks[-1].append(self._handle_token(self._tokens.pop()))
-    return self._pop()
+    nodes, _ = self._collect((), "build")
+    return _code(nodes)
 # pylint: enable=protected-access
 
 
@@ -361,6 +351,14 @@ _MOVES = {
 }
 _OPENS = {tokens.TemplateOpen: "tn", tokens.ArgumentOpen: "a", tokens.WikilinkOpen: "w"}
 _Text_token = tokens.Text
+# The tokens that end each part of a construct (FastBuilder._collect).
+_TEMPLATE_STOPS = (tokens.TemplateParamSeparator, tokens.TemplateClose)
+_PARAMETER_STOPS = (tokens.TemplateParamEquals, tokens.TemplateParamSeparator,
+                    tokens.TemplateClose)
+_ARGUMENT_STOPS = (tokens.ArgumentSeparator, tokens.ArgumentClose)
+_WIKILINK_STOPS = (tokens.WikilinkSeparator, tokens.WikilinkClose)
+_EXTERNAL_LINK_STOPS = (tokens.ExternalLinkSeparator, tokens.ExternalLinkClose)
+_HEADING_STOPS = (tokens.HeadingEnd,)
 
 
 def _opaque_source(stack: List) -> Optional[Tuple[str, int]]:

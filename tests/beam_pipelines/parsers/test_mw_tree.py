@@ -36,6 +36,47 @@ def test_same_tree_as_mwparserfromhell_on_real_wikitext():
                               mw_tree.parse(text, skip_style_tags=True)), path
 
 
+def _tokens(*kinds_and_text):
+  t = mwparserfromhell.parser.tokens
+  return [getattr(t, k)() if "=" not in k else getattr(t, k.split("=")[0])(
+      text=k.split("=", 1)[1]) for k in kinds_and_text]
+
+
+@pytest.mark.parametrize("stream", [
+    # Token orders the tokenizer does not make but a builder accepts: a second separator
+    # replaces the first part, a second '=' the key.
+    ("WikilinkOpen", "Text=a", "WikilinkSeparator", "Text=b", "WikilinkSeparator", "Text=c",
+     "WikilinkClose"),
+    ("ArgumentOpen", "Text=a", "ArgumentSeparator", "Text=b", "ArgumentSeparator",
+     "ArgumentClose"),
+    ("TemplateOpen", "Text=t", "TemplateParamSeparator", "Text=k", "TemplateParamEquals",
+     "Text=v", "TemplateParamEquals", "Text=w", "TemplateParamSeparator",
+     "TemplateParamSeparator", "Text=p", "TemplateClose", "Text=after"),
+    ("TemplateOpen", "TemplateClose"),
+    ("ExternalLinkOpen", "Text=http://a.b", "ExternalLinkSeparator", "Text=x",
+     "ExternalLinkSeparator", "Text=y", "ExternalLinkClose"),
+])
+def test_same_tree_as_mwparserfromhells_builder_on_any_token_order(stream):
+  expected = mwparserfromhell.parser.builder.Builder().build(_tokens(*stream))
+  got = mw_tree.FastBuilder().build(_tokens(*stream))
+  assert mw_tree._same_tree(expected, got)
+
+
+@pytest.mark.parametrize("stream", [
+    ("WikilinkOpen", "Text=a"),  # no close
+    ("TemplateOpen", "Text=t", "TemplateParamSeparator", "Text=v"),
+    ("TemplateOpen", "Text=t", "TemplateParamEquals", "TemplateClose"),  # '=' in the name
+    ("ExternalLinkOpen", "Text=http://a.b", "ExternalLinkSeparator"),
+    ("HeadingStart", "Text=h"),
+])
+def test_broken_token_lists_raise_the_parser_error_mwparserfromhells_builder_raises(stream):
+  with pytest.raises(mwparserfromhell.parser.ParserError) as expected:
+    mwparserfromhell.parser.builder.Builder().build(_tokens(*stream))
+  with pytest.raises(mwparserfromhell.parser.ParserError) as got:
+    mw_tree.FastBuilder().build(_tokens(*stream))
+  assert type(got.value) is type(expected.value)
+
+
 _REFS = frozenset(["ref", "references"])
 
 
