@@ -1,39 +1,43 @@
-"""mwparserfromhell's parse, with a faster tree builder: the same tree, built in less time.
+"""mwparserfromhell's tokenizer, and a light node tree built from its tokens.
 
 mwparserfromhell parses in two steps: its C tokenizer turns wikitext into tokens (fast), and a
-Python Builder turns the tokens into the node tree (Wikicode, Text, Wikilink, Template, Tag,
-...). Profiling the extraction (issue 17) showed the builder taking about half of the time of
-a page, most of it in the nodes' property setters, each of which calls
-mwparserfromhell.utils.parse_anything (four imports, then type checks) on values that are
-already Wikicode. `FastBuilder` builds the same nodes without those setters: it creates each
-node and sets the attributes its constructor would set, for the nodes the tokenizer produces
-most (text, links, templates, parameters, tags and their quoted attributes, headings, external
-links, arguments); comments, HTML entities and unquoted attributes are built by
-mwparserfromhell's own handlers and constructors.
+Python Builder turns the tokens into its node tree (Wikicode, Text, Wikilink, Template, Tag,
+...). Profiling the extraction (issue 17) showed that tree taking a quarter of a page's parse,
+most of it in making objects: a Text node per run of text, a Wikicode and a SmartList around
+every part (a link's title, a parameter's value, a tag's contents). The renderer
+(parsers.wikitext) reads the tree once and changes nothing, so `parse_nodes` builds the same
+tree in a lighter form (LightBuilder): a run of text is its str, a part is a plain list of
+nodes, and links, templates and their parameters, arguments, external links, headings, tags
+and their attributes are small classes of this module with mwparserfromhell's attribute names
+(Wikilink.title, Template.params, Parameter.showkey, Tag.contents, Tag.attributes, ...) whose
+str() is their wikitext as mwparserfromhell prints it; HTML entities and comments are
+mwparserfromhell's own nodes. Building it takes less than half the time of mwparserfromhell's
+tree (the 7 English dumps' articles: 0.43 s against 0.97 s with the builder before it, one
+core).
 
-The tree is the one mwparserfromhell.parse gives, attribute for attribute: `parse` checks
-this once per process on a sample that holds every kind of node (`_self_check`, comparing the
-attributes of every node of both trees) and uses mwparserfromhell.parse itself when the check
-fails (another version of the library whose nodes keep other attributes), so a library upgrade
-can make parsing slower, never different. The token loops below follow
-mwparserfromhell/parser/builder.py (0.7, MIT licence).
+The light tree holds what mwparserfromhell's holds, node for node: `same_as_mwparserfromhell`
+checks it against mwparserfromhell.parse (converted by `from_mwparserfromhell`), once per
+process on a sample that holds every kind of node and tag form (_self_check); when the check
+fails (another version of the library, whose builder does something else), parse_nodes
+converts mwparserfromhell.parse's own tree instead, so a library upgrade can make parsing
+slower, never different. The token loops follow mwparserfromhell/parser/builder.py (0.7, MIT
+licence).
 
-One deliberate difference, on request only (`parse(..., opaque_tags=...)`): the contents of
-the named tags (the renderer's <ref>: a third of the tokens of English articles, of which it
-only counts the links) come as one Text node of their wikitext, joined from the tokens
+One deliberate difference, on request only (`parse_nodes(..., opaque_tags=...)`): the
+contents of the named tags (the renderer's <ref>: a third of the tokens of English articles,
+of which it only counts the links) come as one str of their wikitext, joined from the tokens
 without building their nodes (_opaque_source); the wikitext of every node stays the same.
 """
 
 import collections
 import logging
 import re
-from typing import Any, Dict, FrozenSet, List, Optional, Tuple
+from typing import Any, Dict, FrozenSet, List, Optional, Sequence, Tuple, Union
 
 import mwparserfromhell
 from mwparserfromhell import nodes as mw_nodes
 from mwparserfromhell.parser import builder as mw_builder
 from mwparserfromhell.parser import tokens
-from mwparserfromhell.smart_list import SmartList
 from mwparserfromhell.wikicode import Wikicode
 
 try:  # the C tokenizer, as mwparserfromhell.parser.Parser picks it
@@ -44,51 +48,148 @@ except ImportError:  # pragma: no cover (pure-Python install)
   from mwparserfromhell.parser.tokenizer import Tokenizer as _Tokenizer
 
 _new = object.__new__
-_Text, _Wikilink, _Template, _Tag = (mw_nodes.Text, mw_nodes.Wikilink, mw_nodes.Template,
-                                     mw_nodes.Tag)
-_Heading, _ExternalLink, _Argument = mw_nodes.Heading, mw_nodes.ExternalLink, mw_nodes.Argument
-_Parameter, _Attribute = mw_nodes.extras.Parameter, mw_nodes.extras.Attribute
+HTMLEntity, Comment = mw_nodes.HTMLEntity, mw_nodes.Comment
+
+# A node of the light tree: str (text), or one of the classes below, or mwparserfromhell's
+# HTMLEntity or Comment.
+Node = Any
+Nodes = List[Node]
 
 
-_new_list = list.__new__
-_extend = list.extend
+def source(nodes: Sequence[Node]) -> str:
+  """The wikitext of a node list (mwparserfromhell's str of its Wikicode)."""
+  return "".join([n if type(n) is str else str(n) for n in nodes])
 
 
-def _code(nodes: List) -> Wikicode:
-  """Wikicode(SmartList(nodes)) without their Python-level __init__ and __new__ (the same
-  attributes: the SmartList's nodes and an empty `_children`, the Wikicode's `_nodes`)."""
-  smart = _new_list(SmartList)
-  _extend(smart, nodes)
-  smart._children = {}  # pylint: disable=protected-access
-  code = _new(Wikicode)
-  code._nodes = smart  # pylint: disable=protected-access
-  return code
+class Wikilink:
+  """'[[title]]' or '[[title|text]]': title (Nodes), text (Nodes, or None without a pipe)."""
+  __slots__ = ("title", "text")
+
+  def __str__(self):
+    if self.text is not None:
+      return "[[" + source(self.title) + "|" + source(self.text) + "]]"
+    return "[[" + source(self.title) + "]]"
 
 
-def _text(value: Any) -> mw_nodes.Text:
-  node = _new(_Text)
-  node._value = value if type(value) is str else str(value)  # pylint: disable=protected-access
-  return node
+class Argument:
+  """'{{{name}}}' or '{{{name|default}}}': name (Nodes), default (Nodes or None)."""
+  __slots__ = ("name", "default")
+
+  def __str__(self):
+    if self.default is not None:
+      return "{{{" + source(self.name) + "|" + source(self.default) + "}}}"
+    return "{{{" + source(self.name) + "}}}"
+
+
+class Parameter:
+  """A template parameter: name (Nodes; the position as a str when not shown), value
+  (Nodes), showkey (bool: written 'name=value')."""
+  __slots__ = ("name", "value", "showkey")
+
+  def __str__(self):
+    if self.showkey:
+      return source(self.name) + "=" + source(self.value)
+    return source(self.value)
+
+
+class Template:
+  """'{{name|params}}': name (Nodes), params (List[Parameter])."""
+  __slots__ = ("name", "params")
+
+  def __str__(self):
+    if self.params:
+      return "{{" + source(self.name) + "|" + "|".join([str(p) for p in self.params]) + "}}"
+    return "{{" + source(self.name) + "}}"
+
+
+class ExternalLink:
+  """'[url title]', '[url]' or a free url: url (Nodes), title (Nodes or None), brackets
+  (bool), suppress_space (bool: no space between url and title)."""
+  __slots__ = ("url", "title", "brackets", "suppress_space")
+
+  def __str__(self):
+    if self.brackets:
+      if self.title is not None:
+        return ("[" + source(self.url) + ("" if self.suppress_space else " ")
+                + source(self.title) + "]")
+      return "[" + source(self.url) + "]"
+    return source(self.url)
+
+
+class Heading:
+  """'== title ==': title (Nodes), level (int, 1 to 6)."""
+  __slots__ = ("title", "level")
+
+  def __str__(self):
+    return "=" * self.level + source(self.title) + "=" * self.level
+
+
+class Attribute:
+  """A tag attribute: name (Nodes), value (Nodes or None), quotes ('"', "'" or None),
+  pad_first, pad_before_eq, pad_after_eq (whitespace str)."""
+  __slots__ = ("name", "value", "quotes", "pad_first", "pad_before_eq", "pad_after_eq")
+
+  def __str__(self):
+    result = self.pad_first + source(self.name) + self.pad_before_eq
+    if self.value is not None:
+      result += "=" + self.pad_after_eq
+      if self.quotes:
+        return result + self.quotes + source(self.value) + self.quotes
+      return result + source(self.value)
+    return result
+
+
+class Tag:
+  """An HTML tag or wiki markup read as one ('*', '{|', '|-', ...): tag, closing_tag,
+  contents (Nodes), attributes (List[Attribute]), and mwparserfromhell's Tag's flags and
+  markup strings (wiki_markup, closing_wiki_markup, wiki_style_separator: str or None;
+  self_closing, invalid, implicit: bool; padding: str)."""
+  __slots__ = ("tag", "contents", "attributes", "wiki_markup", "self_closing", "invalid",
+               "implicit", "padding", "closing_tag", "wiki_style_separator",
+               "closing_wiki_markup")
+
+  def __str__(self):
+    attrs = "".join([str(a) for a in self.attributes]) if self.attributes else ""
+    if self.wiki_markup:
+      head = self.wiki_markup + attrs + (self.padding or "") + (self.wiki_style_separator or "")
+      if self.self_closing:
+        return head
+      return head + source(self.contents) + (self.closing_wiki_markup or "")
+    result = ("</" if self.invalid else "<") + source(self.tag) + attrs
+    if self.self_closing:
+      return result + self.padding + (">" if self.implicit else "/>")
+    return (result + self.padding + ">" + source(self.contents) + "</"
+            + source(self.closing_tag) + ">")
+
+
+def _code(nodes: Sequence[Node]) -> Wikicode:
+  """A mwparserfromhell Wikicode of the top-level text of `nodes` (other nodes left out), for
+  its constructors' checks of an attribute's quotes, a tag's padding and a heading's level,
+  which read no more of the nodes (rare: the builder's odd cases)."""
+  return mwparserfromhell.utils.parse_anything([mw_nodes.Text(n) for n in nodes
+                                                if type(n) is str])
+
+
+def _text(value: Any) -> str:
+  return value if type(value) is str else str(value)
 
 
 # pylint: disable=protected-access
-class FastBuilder(mw_builder.Builder):
-  """mwparserfromhell's Builder, creating the frequent nodes without their property setters.
+class LightBuilder(mw_builder.Builder):
+  """Builds the light tree (parse_nodes) from the tokenizer's tokens.
 
   Each construct's handler reads its tokens from the shared reversed token list (`_tokens`,
-  the next token last) and collects the nodes of each of its parts in a list of its own
-  (_collect: text tokens become Text nodes in place, other tokens go to their handler), where
-  mwparserfromhell's Builder pushes and pops a stack per part and dispatches every token,
-  text included, through _handle_token (issue 17: the builder was a quarter of a page's
-  parse). Comments, HTML entities and unquoted attributes are built by mwparserfromhell's own
-  handlers and constructors.
+  the next token last) and collects the nodes of each of its parts in a list (_collect: a
+  text token becomes its str in place, other tokens go to their handler). HTML entities are
+  built by mwparserfromhell's own handler; odd paddings, unquoted attribute values and heading
+  levels go through mwparserfromhell's constructors, for their checks and errors.
 
   Args:
     opaque_tags: lower-case names of tags whose contents the caller only reads as wikitext
-      (str): each such tag's contents become one Text node holding their wikitext, made from
-      the tokens (_opaque_source) without building their nodes, when every token inside is of
-      a kind whose wikitext is fixed (text, templates, arguments, wikilinks, external links,
-      HTML entities, comments); contents holding a tag or a heading are built as usual. The
+      (str): each such tag's contents become one str of their wikitext, made from the tokens
+      (_opaque_source) without building their nodes, when every token inside is of a kind
+      whose wikitext is fixed (text, templates, arguments, wikilinks, external links, HTML
+      entities, comments); contents holding a tag or a heading are built as usual. The
       wikitext of the tree is the same either way, its nodes are not.
   """
 
@@ -97,116 +198,109 @@ class FastBuilder(mw_builder.Builder):
     self._opaque_tags = opaque_tags
 
   def _handle_token(self, token):
-    handler = _FAST_HANDLERS.get(type(token))
+    handler = _LIGHT_HANDLERS.get(type(token))
     if handler is not None:
       return handler(self, token)
     return super()._handle_token(token)
 
-  def _pop(self):
-    return _code(self._stacks.pop())
-
-  def _handle_text(self, token):
-    return _text(token.get("text"))
-
-  def _collect(self, stops: Tuple[type, ...], handler: str) -> Tuple[List, Any]:
+  def _collect(self, stops: Tuple[type, ...], handler: str) -> Tuple[Nodes, Any]:
     """The nodes of the tokens up to the next token of a kind in `stops` (taken off the
-    list), and that token. Raises ParserError ("`handler`() missed a close token") when the
-    tokens end first."""
+    list), and that token; ([nodes], None) at the end of the tokens when `handler` is
+    'build'. Raises ParserError ("`handler`() missed a close token") when the tokens end
+    first."""
     nodes = []
     append = nodes.append
     stack = self._tokens
     pop = stack.pop
-    handlers = _FAST_HANDLERS
+    handlers = _LIGHT_HANDLERS
     while stack:
       token = pop()
       kind = type(token)
       if kind is _Text_token:
-        node = _new(_Text)
         value = token.get("text")
-        node._value = value if type(value) is str else str(value)
-        append(node)
+        append(value if type(value) is str else str(value))
       elif kind in stops:
         return nodes, token
       else:
         fast = handlers.get(kind)
         append(fast(self, token) if fast is not None else self._handle_token(token))
-    if handler == "build":  # the whole text: its tokens end it
+    if handler == "build":
       return nodes, None
     raise mw_builder.ParserError(f"{handler}() missed a close token")
 
   def _handle_template(self, token):
-    nodes, token = self._collect(_TEMPLATE_STOPS, "_handle_template")
-    name = _code(nodes)
+    collect = self._collect
+    name, token = collect(_TEMPLATE_STOPS, "_handle_template")
     params = []
     default = 1
-    collect = self._collect
     while type(token) is tokens.TemplateParamSeparator:
-      # One parameter: [key '='] value, up to the next separator or the close.
       key = None
       nodes, token = collect(_PARAMETER_STOPS, "_handle_parameter")
       while type(token) is tokens.TemplateParamEquals:
-        key = _code(nodes)
+        key = nodes
         nodes, token = collect(_PARAMETER_STOPS, "_handle_parameter")
-      param = _new(_Parameter)
+      param = _new(Parameter)
       if key is None:
-        param._name, param._value, param._showkey = _code([_text(str(default))]), _code(
-            nodes), False
+        param.name, param.value, param.showkey = [str(default)], nodes, False
         default += 1
       else:
-        param._name, param._value, param._showkey = key, _code(nodes), True
+        param.name, param.value, param.showkey = key, nodes, True
       params.append(param)
-    node = _new(_Template)
-    node._name, node._params = name, params
+    node = _new(Template)
+    node.name, node.params = name, params
     return node
 
-  def _two_parts(self, stops, handler: str):
-    """The code before and after the last separator (stops[0]) up to the close (stops[1]),
+  def _two_parts(self, stops: Tuple[type, type], handler: str) -> Tuple[Nodes, Optional[Nodes]]:
+    """The nodes before and after the last separator (stops[0]) up to the close (stops[1]),
     the second None when there is no separator, as mwparserfromhell's
     _handle_argument/_handle_wikilink (where a later separator replaces the first part)."""
     nodes, token = self._collect(stops, handler)
     if type(token) is not stops[0]:
-      return _code(nodes), None
+      return nodes, None
     while True:
-      first = _code(nodes)
+      first = nodes
       nodes, token = self._collect(stops, handler)
       if type(token) is not stops[0]:
-        return first, _code(nodes)
+        return first, nodes
 
   def _handle_argument(self, token):
-    node = _new(_Argument)
-    node._name, node._default = self._two_parts(_ARGUMENT_STOPS, "_handle_argument")
+    node = _new(Argument)
+    node.name, node.default = self._two_parts(_ARGUMENT_STOPS, "_handle_argument")
     return node
 
   def _handle_wikilink(self, token):
-    node = _new(_Wikilink)
-    node._title, node._text = self._two_parts(_WIKILINK_STOPS, "_handle_wikilink")
+    node = _new(Wikilink)
+    node.title, node.text = self._two_parts(_WIKILINK_STOPS, "_handle_wikilink")
     return node
 
   def _handle_external_link(self, token):
     brackets, url, suppress_space = token.get("brackets"), None, None
     nodes, token = self._collect(_EXTERNAL_LINK_STOPS, "_handle_external_link")
     while type(token) is tokens.ExternalLinkSeparator:
-      url = _code(nodes)
+      url = nodes
       suppress_space = token.get("suppress_space")
       nodes, token = self._collect(_EXTERNAL_LINK_STOPS, "_handle_external_link")
-    node = _new(_ExternalLink)
+    node = _new(ExternalLink)
     if url is not None:
-      node._url, node._title = url, _code(nodes)
+      node.url, node.title = url, nodes
     else:
-      node._url, node._title = _code(nodes), None
-    node._brackets = bool(brackets)
-    node.suppress_space = suppress_space is True  # a plain attribute
+      node.url, node.title = nodes, None
+    node.brackets = bool(brackets)
+    node.suppress_space = suppress_space is True
     return node
 
   def _handle_heading(self, token):
     level = token.get("level")
-    nodes, _ = self._collect(_HEADING_STOPS, "_handle_heading")
-    title = _code(nodes)
+    title, _ = self._collect(_HEADING_STOPS, "_handle_heading")
     if type(level) is not int or not 1 <= level <= 6:
-      return _Heading(title, level)  # its setter's checks and errors
-    node = _new(_Heading)
-    node._title, node._level = title, level
+      level = mw_nodes.Heading(_code(title), level).level  # its checks and errors
+    node = _new(Heading)
+    node.title, node.level = title, level
     return node
+
+  def _handle_comment(self, token):
+    nodes, _ = self._collect(_COMMENT_STOPS, "_handle_comment")
+    return mw_nodes.Comment(source(nodes))
 
   def _handle_attribute(self, start):
     name = quotes = None
@@ -218,27 +312,33 @@ class FastBuilder(mw_builder.Builder):
       if kind is _Text_token:
         nodes.append(_text(token.get("text")))
       elif kind is tokens.TagAttrEquals:
-        name = _code(nodes)
+        name = nodes
         nodes = []
       elif kind is tokens.TagAttrQuote:
         quotes = token.get("char")
       elif (kind is tokens.TagAttrStart or kind is tokens.TagCloseOpen
             or kind is tokens.TagCloseSelfclose):
         stack.append(token)
-        if name:
-          value = _code(nodes)
+        if name is not None and source(name):
+          value = nodes
         else:
-          name, value = _code(nodes), None
+          name, value = nodes, None
         pads = (start.get("pad_first"), start.get("pad_before_eq"), start.get("pad_after_eq"))
+        node = _new(Attribute)
+        node.name, node.value = name, value
         if (quotes not in ('"', "'") and (quotes or value is not None)) or any(
             pad and (type(pad) is not str or not pad.isspace()) for pad in pads):
           # Unquoted values and odd paddings: the constructor's checks (and errors).
-          return _Attribute(name, value, quotes, *pads)
+          checked = mw_nodes.extras.Attribute(
+              _code(name), None if value is None else _code(value), quotes, *pads)
+          node.quotes = checked.quotes
+          node.pad_first, node.pad_before_eq, node.pad_after_eq = (
+              checked.pad_first, checked.pad_before_eq, checked.pad_after_eq)
+          return node
         # What Attribute.__init__ leaves: its quotes setter overrides what its value setter
         # chose, and checks only what a quoted value never fails.
-        node = _new(_Attribute)
-        node._name, node._value, node._quotes = name, value, quotes if quotes else None
-        node._pad_first, node._pad_before_eq, node._pad_after_eq = (
+        node.quotes = quotes if quotes else None
+        node.pad_first, node.pad_before_eq, node.pad_after_eq = (
             pad if pad else "" for pad in pads)
         return node
       else:
@@ -263,65 +363,72 @@ class FastBuilder(mw_builder.Builder):
       elif kind is tokens.TagCloseOpen:
         wiki_style_separator = token.get("wiki_markup")
         padding = token.get("padding") or ""
-        tag = _code(nodes)
+        tag = nodes
         nodes = []
         if self._opaque_tags:
-          name = tag._nodes
-          if (len(name) == 1 and type(name[0]) is _Text
-              and name[0]._value.strip().lower() in self._opaque_tags):
+          if (len(tag) == 1 and type(tag[0]) is str
+              and tag[0].strip().lower() in self._opaque_tags):
             found = _opaque_source(stack)
             if found is not None:
-              source, close_at = found
+              text, close_at = found
               del stack[close_at + 1:]
-              if source:
-                nodes.append(_text(source))
+              if text:
+                nodes.append(text)
       elif kind is tokens.TagOpenClose:
         closing_wiki_markup = token.get("wiki_markup")
-        contents = _code(nodes)
+        contents = nodes
         nodes = []
       elif kind is tokens.TagCloseSelfclose or kind is tokens.TagCloseClose:
         if kind is tokens.TagCloseSelfclose:
           closing_wiki_markup = token.get("wiki_markup")
-          tag = _code(nodes)
+          tag = nodes
           self_closing = True
           padding = token.get("padding") or ""
           implicit = token.get("implicit") or False
         else:
           self_closing = False
-          closing_tag = _code(nodes)
-        assert tag is not None
-        assert padding is not None
+          closing_tag = nodes
         if padding and (type(padding) is not str or not padding.isspace()):
-          # The constructor's padding check (and its error).
-          return _Tag(tag, contents, attrs, wiki_markup, self_closing, invalid, implicit,
-                      padding, closing_tag, wiki_style_separator, closing_wiki_markup)
-        node = _new(_Tag)
-        # What Tag.__init__ sets, in its order (tag, contents, attrs, wiki_markup, ...).
-        node._tag = node._closing_tag = tag
-        node._contents = contents if contents is not None else _code([])
-        node._attrs = attrs if attrs else []
-        node._wiki_markup = str(wiki_markup) if wiki_markup else None
-        node._closing_wiki_markup = node._wiki_markup
-        node._self_closing = bool(self_closing)
-        node._invalid = bool(invalid)
-        node._implicit = bool(implicit)
-        node._padding = padding
+          padding = mw_nodes.Tag(_code(tag), padding=padding).padding  # its check and error
+        node = _new(Tag)
+        # What mwparserfromhell's Tag.__init__ sets.
+        node.tag = node.closing_tag = tag
+        node.contents = contents if contents is not None else []
+        node.attributes = attrs
+        node.wiki_markup = str(wiki_markup) if wiki_markup else None
+        node.closing_wiki_markup = node.wiki_markup
+        node.self_closing = bool(self_closing)
+        node.invalid = bool(invalid)
+        node.implicit = bool(implicit)
+        node.padding = padding
         if closing_tag is not None:
-          node._closing_tag = closing_tag
-        node._wiki_style_separator = str(wiki_style_separator) if wiki_style_separator else None
+          node.closing_tag = closing_tag
+        node.wiki_style_separator = str(wiki_style_separator) if wiki_style_separator else None
         if closing_wiki_markup is not None:
-          node._closing_wiki_markup = str(closing_wiki_markup) if closing_wiki_markup else None
+          node.closing_wiki_markup = str(closing_wiki_markup) if closing_wiki_markup else None
         return node
       else:
         nodes.append(self._handle_token(token))
     raise mw_builder.ParserError("_handle_tag() missed a close token")
 
-  def build(self, tokenlist):
+  def build(self, tokenlist: List) -> Nodes:
     tokenlist.reverse()
     self._tokens = tokenlist
     nodes, _ = self._collect((), "build")
-    return _code(nodes)
+    return nodes
+
 # pylint: enable=protected-access
+
+_Text_token = tokens.Text
+# The tokens that end each part of a construct (LightBuilder._collect).
+_TEMPLATE_STOPS = (tokens.TemplateParamSeparator, tokens.TemplateClose)
+_PARAMETER_STOPS = (tokens.TemplateParamEquals, tokens.TemplateParamSeparator,
+                    tokens.TemplateClose)
+_ARGUMENT_STOPS = (tokens.ArgumentSeparator, tokens.ArgumentClose)
+_WIKILINK_STOPS = (tokens.WikilinkSeparator, tokens.WikilinkClose)
+_EXTERNAL_LINK_STOPS = (tokens.ExternalLinkSeparator, tokens.ExternalLinkClose)
+_HEADING_STOPS = (tokens.HeadingEnd,)
+_COMMENT_STOPS = (tokens.CommentEnd,)
 
 
 # The wikitext of the tokens that always stand for the same characters (_opaque_source).
@@ -350,7 +457,6 @@ _MOVES = {
     tokens.ExternalLinkClose: {"eb": None, "EB": None, "ef": None},
 }
 _OPENS = {tokens.TemplateOpen: "tn", tokens.ArgumentOpen: "a", tokens.WikilinkOpen: "w"}
-_Text_token = tokens.Text
 # The tokens that end each part of a construct (FastBuilder._collect).
 _TEMPLATE_STOPS = (tokens.TemplateParamSeparator, tokens.TemplateClose)
 _PARAMETER_STOPS = (tokens.TemplateParamEquals, tokens.TemplateParamSeparator,
@@ -421,17 +527,17 @@ def _opaque_source(stack: List) -> Optional[Tuple[str, int]]:
   return None
 
 
-_FAST_HANDLERS = {
-    tokens.Text: FastBuilder._handle_text,
-    tokens.TemplateOpen: FastBuilder._handle_template,
-    tokens.ArgumentOpen: FastBuilder._handle_argument,
-    tokens.WikilinkOpen: FastBuilder._handle_wikilink,
-    tokens.ExternalLinkOpen: FastBuilder._handle_external_link,
-    tokens.HeadingStart: FastBuilder._handle_heading,
-    tokens.TagOpenOpen: FastBuilder._handle_tag,
+_LIGHT_HANDLERS = {
+    tokens.TemplateOpen: LightBuilder._handle_template,
+    tokens.ArgumentOpen: LightBuilder._handle_argument,
+    tokens.WikilinkOpen: LightBuilder._handle_wikilink,
+    tokens.ExternalLinkOpen: LightBuilder._handle_external_link,
+    tokens.HeadingStart: LightBuilder._handle_heading,
+    tokens.TagOpenOpen: LightBuilder._handle_tag,
+    tokens.CommentStart: LightBuilder._handle_comment,
 }
 
-# Wikitext holding every kind of node and tag form the builder makes (for _self_check).
+
 _SAMPLE = """== Head ==
 Text '''bold''' ''it'' [[Link]] [[Link|text [[nested]]]]s {{Tpl|a|b=c|{{inner|x}}|d}}
 {{{arg}}} {{{arg|default [[x]]}}} [http://e.com title] [http://e.com] http://bare.org
@@ -455,42 +561,96 @@ File:X.jpg|caption [[G]]
 """
 
 
-def _same_tree(a: Any, b: Any, depth: int = 0) -> bool:
-  """Whether two mwparserfromhell values are equal attribute for attribute (any depth)."""
-  if type(a) is not type(b) or depth > 200:
+
+def from_mwparserfromhell(code: Union[Wikicode, Sequence]) -> Nodes:
+  """The light tree of a mwparserfromhell tree (a Wikicode or a node list): the same nodes,
+  in parse_nodes' form."""
+  return [_from_mw_node(node) for node in (code.nodes if isinstance(code, Wikicode) else code)]
+
+
+def _from_mw_node(node: Any) -> Node:
+  def part(code):
+    return None if code is None else from_mwparserfromhell(code)
+  kind = type(node)
+  if kind is mw_nodes.Text:
+    return node.value
+  if kind is mw_nodes.Wikilink:
+    light = _new(Wikilink)
+    light.title, light.text = part(node.title), part(node.text)
+  elif kind is mw_nodes.Template:
+    light = _new(Template)
+    light.name, light.params = part(node.name), []
+    for param in node.params:
+      p = _new(Parameter)
+      p.name, p.value, p.showkey = part(param.name), part(param.value), param.showkey
+      light.params.append(p)
+  elif kind is mw_nodes.Argument:
+    light = _new(Argument)
+    light.name, light.default = part(node.name), part(node.default)
+  elif kind is mw_nodes.ExternalLink:
+    light = _new(ExternalLink)
+    light.url, light.title, light.brackets = part(node.url), part(node.title), node.brackets
+    light.suppress_space = node.suppress_space is True
+  elif kind is mw_nodes.Heading:
+    light = _new(Heading)
+    light.title, light.level = part(node.title), node.level
+  elif kind is mw_nodes.Tag:
+    light = _new(Tag)
+    light.tag, light.closing_tag = part(node.tag), part(node.closing_tag)
+    light.contents = part(node.contents) if node.contents is not None else []
+    light.attributes = []
+    for attribute in node.attributes:
+      a = _new(Attribute)
+      a.name, a.value, a.quotes = part(attribute.name), part(attribute.value), attribute.quotes
+      a.pad_first, a.pad_before_eq = attribute.pad_first, attribute.pad_before_eq
+      a.pad_after_eq = attribute.pad_after_eq
+      light.attributes.append(a)
+    for name in ("wiki_markup", "closing_wiki_markup", "wiki_style_separator", "self_closing",
+                 "invalid", "implicit", "padding"):
+      setattr(light, name, getattr(node, name))
+  else:  # HTMLEntity, Comment
+    return node
+  return light
+
+
+def same_as_mwparserfromhell(nodes: Sequence[Node], code: Wikicode) -> bool:
+  """Whether a light tree holds what mwparserfromhell's tree `code` holds, node for node and
+  attribute for attribute (str for Text, lists for Wikicode; HTML entities and comments
+  compared by their attributes)."""
+  return _same(list(nodes), from_mwparserfromhell(code))
+
+
+def _same(a: Any, b: Any, depth: int = 0) -> bool:
+  if type(a) is not type(b) or depth > 400:
     return False
-  if isinstance(a, Wikicode):
-    return vars(a).keys() == vars(b).keys() and _same_tree(a.nodes, b.nodes, depth + 1)
-  if isinstance(a, list):
-    if isinstance(a, SmartList) and a._children != b._children:  # pylint: disable=protected-access
-      return False
-    return len(a) == len(b) and all(_same_tree(x, y, depth + 1) for x, y in zip(a, b))
-  if isinstance(a, (mw_nodes.Node, mw_nodes.extras.Attribute, _Parameter)):
-    va, vb = vars(a), vars(b)
-    return va.keys() == vb.keys() and all(_same_tree(va[k], vb[k], depth + 1) for k in va)
+  if type(a) is list:
+    return len(a) == len(b) and all(_same(x, y, depth + 1) for x, y in zip(a, b))
+  if hasattr(type(a), "__slots__") and type(a).__module__ == __name__:
+    return all(_same(getattr(a, s), getattr(b, s), depth + 1) for s in type(a).__slots__)
+  if isinstance(a, (mw_nodes.HTMLEntity, mw_nodes.Comment)):
+    return vars(a) == vars(b)
   return a == b
 
 
 def _self_check() -> bool:
   for skip_style_tags in (True, False):
     expected = mwparserfromhell.parse(_SAMPLE, skip_style_tags=skip_style_tags)
-    got = FastBuilder().build(_Tokenizer().tokenize(_SAMPLE, 0, skip_style_tags))
-    if not _same_tree(expected, got) or str(got) != _SAMPLE:
+    got = LightBuilder().build(_Tokenizer().tokenize(_SAMPLE, 0, skip_style_tags))
+    if not same_as_mwparserfromhell(got, expected) or source(got) != _SAMPLE:
       return False
-    # Opaque tags: the same wikitext, and the ref's contents one Text node of it.
-    opaque = FastBuilder(frozenset(["ref"])).build(
+    # Opaque tags: the same wikitext, and the ref's contents one str of it.
+    opaque = LightBuilder(frozenset(["ref"])).build(
         _Tokenizer().tokenize(_SAMPLE, 0, skip_style_tags))
-    refs = [n for n in opaque.filter_tags(recursive=False) if str(n.tag) == "ref"]
-    if (str(opaque) != _SAMPLE or not refs or len(refs[0].contents.nodes) != 1
-        or str(refs[0].contents) != "cite [[In ref]]"):
+    refs = [n for n in opaque if type(n) is Tag and source(n.tag) == "ref"]
+    if source(opaque) != _SAMPLE or not refs or refs[0].contents != ["cite [[In ref]]"]:
       return False
   return True
 
 
-FAST = _self_check()
-if not FAST:  # pragma: no cover (another mwparserfromhell version)
-  logging.warning("mwparserfromhell %s builds nodes differently than FastBuilder expects; "
-                  "using its own (slower) builder.", mwparserfromhell.__version__)
+LIGHT = _self_check()
+if not LIGHT:  # pragma: no cover (another mwparserfromhell version)
+  logging.warning("mwparserfromhell %s builds nodes differently than LightBuilder expects; "
+                  "converting its own (slower) tree.", mwparserfromhell.__version__)
 
 
 # -------------------------------------------------------------------------------------------
@@ -565,20 +725,24 @@ def check_unclosed(wikitext: str, max_work: int = MAX_UNCLOSED_WORK) -> None:
         f"would read about {work:.2g} characters (quadratic in the length; limit {max_work:.2g})")
 
 
-def parse(wikitext: str, skip_style_tags: bool = False,
-          opaque_tags: FrozenSet[str] = frozenset()) -> Wikicode:
-  """mwparserfromhell.parse(wikitext, skip_style_tags=...), the same tree, built faster.
+
+
+def parse_nodes(wikitext: str, skip_style_tags: bool = False,
+                opaque_tags: FrozenSet[str] = frozenset()) -> Nodes:
+  """mwparserfromhell.parse(wikitext, skip_style_tags=...)'s tree as light nodes (the module
+  docstring): source(nodes) == wikitext.
 
   Args:
     wikitext: the text to parse.
     skip_style_tags: as mwparserfromhell.parse's ("''" and "'''" stay text).
     opaque_tags: lower-case tag names whose contents the caller reads only as wikitext (str):
-      they may come as one Text node of their wikitext instead of their nodes (FastBuilder).
-      The tree's wikitext, and that of every node, is the same.
+      they may come as one str of their wikitext instead of their nodes (LightBuilder). The
+      tree's wikitext, and that of every node, is the same.
 
   Raises:
     mwparserfromhell.parser.ParserError: as mwparserfromhell.parse.
+    ValueError: as mwparserfromhell.parse (a node's constructor refuses a value).
   """
-  if not FAST:
-    return mwparserfromhell.parse(wikitext, skip_style_tags=skip_style_tags)
-  return FastBuilder(opaque_tags).build(_Tokenizer().tokenize(wikitext, 0, skip_style_tags))
+  if not LIGHT:
+    return from_mwparserfromhell(mwparserfromhell.parse(wikitext, skip_style_tags=skip_style_tags))
+  return LightBuilder(opaque_tags).build(_Tokenizer().tokenize(wikitext, 0, skip_style_tags))

@@ -6,21 +6,18 @@ Wikipedia anchor links (anchor text in the source page, link target resolved thr
 redirects); an entity is described by its title, the first paragraph of its page and its
 categories.
 
-Plain text and link offsets come from walking the mwparserfromhell tree (DESIGN.md: a maintained
-parser, no home-made regexes over markup), built by parsers.mw_tree (the tree mwparserfromhell
-builds, in less time). The only regexes below work on plain Text nodes (apostrophe runs,
-behaviour switches); the redirect magic word is matched in
+Plain text and link offsets come from walking mwparserfromhell's tree (DESIGN.md: a maintained
+parser, no home-made regexes over markup), from its tokenizer, in the light form of
+parsers.mw_tree (text as str, parts as lists). The only regexes below work on plain text
+(apostrophe runs, behaviour switches); the redirect magic word is matched in
 beam_pipelines.parsers.namespaces.
 """
 
 import dataclasses
-import operator
 import re
 import urllib.parse
 import xml.sax.saxutils
 from typing import Dict, List, Optional, Sequence, Tuple
-
-from mwparserfromhell import nodes as mw_nodes
 
 from beam_pipelines.parsers import mw_tree
 from beam_pipelines.parsers import namespaces
@@ -267,15 +264,15 @@ def _parser_function(node) -> Optional[Tuple[str, List]]:
   """('formatnum', argument nodes) for '{{formatnum:1200}}' (the argument is the part of the
   name after the first ':'); None when the template is not a call of a known parser function
   (a '#' function, _TEXT_FUNCTIONS, _OTHER_FUNCTIONS, a title variable)."""
-  nodes = list(node.name.nodes) if not isinstance(node.name, str) else []
-  if not nodes or not isinstance(nodes[0], mw_nodes.Text) or ":" not in nodes[0].value:
+  nodes = node.name
+  if not nodes or type(nodes[0]) is not str or ":" not in nodes[0]:
     return None
-  function, rest = nodes[0].value.split(":", 1)
+  function, rest = nodes[0].split(":", 1)
   function = function.strip().lower()
   if not (function.startswith("#") or function in _TEXT_FUNCTIONS
           or function in _OTHER_FUNCTIONS or function.upper() in _TITLE_VARIABLES):
     return None
-  argument = ([mw_nodes.Text(rest)] if rest else []) + nodes[1:]
+  argument = ([rest] if rest else []) + nodes[1:]
   return function, argument
 
 
@@ -449,28 +446,24 @@ def _clean_inline(s: str) -> str:
   return " ".join(s.split())
 
 
-def _one_text(code) -> Optional[str]:
-  """The value of a Wikicode (or _Nodes) that is one Text node (most link titles and texts,
-  template names), else None."""
-  nodes = code.nodes
-  if len(nodes) == 1:
-    node = list.__getitem__(nodes, 0) if isinstance(nodes, list) else nodes[0]  # as in walk
-    if type(node) is mw_nodes.Text:  # pylint: disable=unidiomatic-typecheck
-      return node.value
+def _one_text(nodes: mw_tree.Nodes) -> Optional[str]:
+  """The text of a node list that is one run of text (most link titles and texts, template
+  names), else None."""
+  if len(nodes) == 1 and type(nodes[0]) is str:  # pylint: disable=unidiomatic-typecheck
+    return nodes[0]
   return None
 
 
-def _source(code) -> str:
-  """str(code): the wikitext of a Wikicode, read directly when it is one Text node (_one_text),
-  without mwparserfromhell's join over its nodes."""
-  if isinstance(code, str):
-    return code
-  value = _one_text(code)
-  return value if value is not None else str(code)
+def _source(nodes: mw_tree.Nodes) -> str:
+  """The wikitext of a node list (mw_tree.source), read directly when it is one run of
+  text."""
+  if len(nodes) == 1 and type(nodes[0]) is str:  # pylint: disable=unidiomatic-typecheck
+    return nodes[0]
+  return mw_tree.source(nodes)
 
 
 # Nodes that never hold a wikilink: a piece of only these is skipped without rendering.
-_PLAIN_NODES = (mw_nodes.Text, mw_nodes.HTMLEntity, mw_nodes.Comment)
+_PLAIN_NODES = (str, mw_tree.HTMLEntity, mw_tree.Comment)
 
 
 def _may_hold_links(nodes: Sequence) -> bool:
@@ -481,19 +474,19 @@ def _may_hold_links(nodes: Sequence) -> bool:
 
 
 def _split_pipes(nodes: Sequence) -> List[List]:
-  """Splits a node list at the '|' of its top-level Text nodes (not inside links, templates).
+  """Splits a node list at the '|' of its top-level text (not inside links, templates).
 
   Returns:
     The parts, each a list of nodes (possibly empty); len >= 1.
   """
   parts: List[List] = [[]]
   for node in nodes:
-    if isinstance(node, mw_nodes.Text) and "|" in node.value:
-      pieces = node.value.split("|")
+    if type(node) is str and "|" in node:  # pylint: disable=unidiomatic-typecheck
+      pieces = node.split("|")
       if pieces[0]:
-        parts[-1].append(mw_nodes.Text(pieces[0]))
+        parts[-1].append(pieces[0])
       for piece in pieces[1:]:
-        parts.append([mw_nodes.Text(piece)] if piece else [])
+        parts.append([piece] if piece else [])
     else:
       parts[-1].append(node)
   return parts
@@ -501,13 +494,13 @@ def _split_pipes(nodes: Sequence) -> List[List]:
 
 def _is_image_option(part: Sequence) -> bool:
   """True for a part of '[[File:..|..]]' that MediaWiki reads as an image option."""
-  if len(part) != 1 or not isinstance(part[0], mw_nodes.Text):
+  if len(part) != 1 or type(part[0]) is not str:  # pylint: disable=unidiomatic-typecheck
     # An option is plain text, except 'alt=' / 'link=' values, which may hold markup.
-    if part and isinstance(part[0], mw_nodes.Text) and "=" in part[0].value:
-      key = part[0].value.split("=", 1)[0].strip().lower()
+    if part and type(part[0]) is str and "=" in part[0]:  # pylint: disable=unidiomatic-typecheck
+      key = part[0].split("=", 1)[0].strip().lower()
       return key in _IMAGE_KEYS
     return False
-  value = part[0].value.strip()
+  value = part[0].strip()
   if "=" in value:
     return value.split("=", 1)[0].strip().lower() in _IMAGE_KEYS
   lowered = value.lower()
@@ -515,7 +508,7 @@ def _is_image_option(part: Sequence) -> bool:
 
 
 class _Renderer:
-  """Walks a mwparserfromhell tree and renders plain text, links and categories.
+  """Walks a page's tree (mw_tree.parse_nodes) and renders plain text, links and categories.
 
   Prose is rendered where it stands. Non-prose containers met on the way (tables, template
   parameters, captions, gallery lines) are queued as pieces (`pending`) and
@@ -539,15 +532,15 @@ class _Renderer:
     if n:
       self.dropped[reason] = self.dropped.get(reason, 0) + n
 
-  def count_links_in(self, node, reason: str) -> None:
-    """Counts the wikilinks inside a dropped node (they never become mentions)."""
-    self.count(reason, str(node).count("[["))
+  def count_links_in(self, nodes: mw_tree.Nodes, reason: str) -> None:
+    """Counts the wikilinks inside dropped nodes (they never become mentions)."""
+    self.count(reason, _source(nodes).count("[["))
 
   def count_attribute_links(self, node) -> None:
     """Counts the wikilinks in a tag's attributes ('<ref name="[[X]]">'); never shown."""
     for attribute in node.attributes:
-      if attribute.value is not None and _may_hold_links(attribute.value.nodes):
-        self.count("in_attribute", _count_links(attribute.value.nodes))
+      if attribute.value is not None and _may_hold_links(attribute.value):
+        self.count("in_attribute", _count_links(attribute.value))
 
   def defer(self, source: str, nodes: Sequence) -> None:
     """Queues `nodes` as a piece; inside a piece, the outermost source is kept."""
@@ -568,13 +561,13 @@ class _Renderer:
     self.pending = []
     self.source = SOURCE_PROSE
 
-  def render_inline(self, code) -> str:
+  def render_inline(self, nodes: Optional[mw_tree.Nodes]) -> str:
     """Renders a sub-tree (link text, heading) as one clean line; its links are not mentions."""
-    if code is None:
+    if nodes is None:
       return ""
-    value = _one_text(code)
+    value = _one_text(nodes)
     if value is not None and "''" not in value and "__" not in value and "<" not in value:
-      # Most link texts and titles: what walk and _Emitter.text make of one Text node without
+      # Most link texts and titles: what walk and _Emitter.text make of one run of text without
       # markup, cleaned, without a renderer and emitter of its own (issue 17).
       return _clean_inline(_visible(value))
     sub = _Renderer(self.page_title, self.site)
@@ -583,19 +576,17 @@ class _Renderer:
     sub.source = self.source
     sub.switches, sub.templates = self.switches, self.templates
     out = _Emitter()
-    sub.walk(code.nodes, out, mentions=False)
+    sub.walk(nodes, out, mentions=False)
     for reason, n in sub.dropped.items():
       self.count(reason, n)
     return _clean_inline(out.value())
 
-  def walk(self, node_list: Sequence, out: _Emitter, mentions: bool) -> None:
-    skip = 0  # characters of the next Text node consumed as a link trail
-    # The node after a link, read with list's own indexing where it is a list (a SmartList,
-    # mwparserfromhell's node list, indexes in Python: 2.5% of a page's parse, issue 17).
-    item = list.__getitem__ if isinstance(node_list, list) else operator.getitem
+  def walk(self, node_list: mw_tree.Nodes, out: _Emitter, mentions: bool) -> None:
+    skip = 0  # characters of the next text consumed as a link trail
     for i, node in enumerate(node_list):
-      if isinstance(node, mw_nodes.Text):
-        value = node.value[skip:] if skip else node.value
+      kind = type(node)
+      if kind is str:
+        value = node[skip:] if skip else node
         skip = 0
         if "''" in value:
           value = _APOSTROPHES.sub(_apostrophes, value)
@@ -608,45 +599,45 @@ class _Renderer:
         out.text(_visible(value))
         continue
       skip = 0
-      if isinstance(node, mw_nodes.Wikilink):
+      if kind is mw_tree.Wikilink:
         trail = ""
-        following = item(node_list, i + 1) if i + 1 < len(node_list) else None
-        if isinstance(following, mw_nodes.Text):
+        following = node_list[i + 1] if i + 1 < len(node_list) else None
+        if type(following) is str:  # pylint: disable=unidiomatic-typecheck
           link_trail = self.site.link_trail
-          match = link_trail.match(following.value) if link_trail else None
+          match = link_trail.match(following) if link_trail else None
           if match:
             trail = match.group(0)
         if self.wikilink(node, out, mentions, trail):
           skip = len(trail)
-      elif isinstance(node, mw_nodes.HTMLEntity):
+      elif kind is mw_tree.HTMLEntity:
         try:
           value = node.normalize()
         except (ValueError, OverflowError):
           value = str(node)
         out.text(_visible(value))
-      elif isinstance(node, mw_nodes.Tag):
+      elif kind is mw_tree.Tag:
         self.tag(node, out, mentions)
-      elif isinstance(node, mw_nodes.Heading):
+      elif kind is mw_tree.Heading:
         if self.lead_end is None and self.source == SOURCE_PROSE:
           self.lead_end = out.length
         out.line_break()
-        self.walk(node.title.nodes, out, mentions)
+        self.walk(node.title, out, mentions)
         out.line_break()
-      elif isinstance(node, mw_nodes.ExternalLink):
+      elif kind is mw_tree.ExternalLink:
         if node.title is not None:
-          self.walk(node.title.nodes, out, mentions=False)
+          self.walk(node.title, out, mentions=False)
         elif not node.brackets:
-          out.text(str(node.url))
+          out.text(_source(node.url))
         else:
           out.dropped()
-      elif isinstance(node, mw_nodes.Template):
+      elif kind is mw_tree.Template:
         inline = self.text_template(node, out, mentions)
         if inline is None:
           out.dropped()
         self.defer_template(node, inline or ())
-      elif isinstance(node, mw_nodes.Argument):
+      elif kind is mw_tree.Argument:
         if node.default is not None:
-          self.defer(SOURCE_TEMPLATE, node.default.nodes)
+          self.defer(SOURCE_TEMPLATE, node.default)
         out.dropped()
       else:  # Comment, and anything unknown
         out.dropped()
@@ -666,7 +657,7 @@ class _Renderer:
     if name in _CONSTANT_TEMPLATES:
       out.text(_CONSTANT_TEMPLATES[name])
       return []
-    if str(node.name).strip() in _TITLE_VARIABLES and not node.params:
+    if _source(node.name).strip() in _TITLE_VARIABLES and not node.params:
       out.text(self.page_title)
       return []
     rule = _TEXT_TEMPLATES.get(name)
@@ -686,7 +677,7 @@ class _Renderer:
     for n, index in enumerate(chosen):
       if n:
         out.space()
-      self.walk(node.params[index].value.nodes, out, mentions)
+      self.walk(node.params[index].value, out, mentions)
     return chosen
 
   def magic_word(self, node, function: str, argument: Sequence,
@@ -696,10 +687,10 @@ class _Renderer:
     {{PAGENAME:..}} and the like (their argument). Others ({{#if:..}}, {{#invoke:..}}, ...)
     render nothing (None). Links in the argument are rendered as text, not mentions."""
     if function.upper() in _TITLE_VARIABLES:
-      text = self.render_inline(_Nodes(argument))
+      text = self.render_inline(argument)
     elif function in _TEXT_FUNCTIONS:
-      text = self.render_inline(_Nodes(argument))
-      options = {str(p.value).strip().upper() for p in node.params if not p.showkey}
+      text = self.render_inline(argument)
+      options = {_source(p.value).strip().upper() for p in node.params if not p.showkey}
       if function == "formatnum":
         if "NOSEP" not in options:
           text = format_number(text, raw="R" in options)
@@ -724,11 +715,11 @@ class _Renderer:
     if name not in _COMPUTED_TEMPLATES:
       return None
     for index, param in enumerate(node.params):
-      if param.showkey and str(param.name).strip().lower() == "alt":
-        self.walk(param.value.nodes, out, mentions)
+      if param.showkey and _source(param.name).strip().lower() == "alt":
+        self.walk(param.value, out, mentions)
         return [index]
     positional = [i for i, p in enumerate(node.params) if not p.showkey]
-    named = {str(p.name).strip().lower(): str(p.value).strip()
+    named = {_source(p.name).strip().lower(): _source(p.value).strip()
              for p in node.params if p.showkey}
     values = [_clean_inline(self.render_inline(node.params[i].value)) for i in positional]
     day_first = named.get("df", "").lower() in _YES
@@ -763,13 +754,13 @@ class _Renderer:
 
   def defer_template(self, node, rendered: Sequence[int]) -> None:
     """Queues every parameter value of a template (but `rendered` ones) as a piece."""
-    if not isinstance(node.name, str) and _may_hold_links(node.name.nodes):
-      self.count("in_param_name", _count_links(node.name.nodes))
+    if _may_hold_links(node.name):
+      self.count("in_param_name", _count_links(node.name))
     for index, param in enumerate(node.params):
-      if param.showkey and _may_hold_links(param.name.nodes):
-        self.count("in_param_name", _count_links(param.name.nodes))
+      if param.showkey and _may_hold_links(param.name):
+        self.count("in_param_name", _count_links(param.name))
       if index not in rendered:
-        self.defer(SOURCE_TEMPLATE, param.value.nodes)
+        self.defer(SOURCE_TEMPLATE, param.value)
 
   def defer_table(self, node, source: str) -> None:
     """Queues each cell (and caption) of a table as a piece; text outside cells as one more."""
@@ -777,39 +768,36 @@ class _Renderer:
 
     def visit(nodes: Sequence, top: bool) -> None:
       for child in nodes:
-        if isinstance(child, mw_nodes.Tag):
-          name = str(child.tag).strip().lower()
+        if type(child) is mw_tree.Tag:  # pylint: disable=unidiomatic-typecheck
+          name = _source(child.tag).strip().lower()
           if name in _CELL_TAGS or name in _ROW_TAGS:
             if stray:
               self.defer(source, list(stray))
               stray.clear()
-            contents = [] if child.contents is None else child.contents.nodes
+            contents = child.contents
             if child.attributes:
               self.count_attribute_links(child)
             if name in _ROW_TAGS:
               visit(contents, False)
               continue
             if (top and child.wiki_markup == "|" and contents
-                and isinstance(contents[0], mw_nodes.Text)
-                and contents[0].value.startswith("+")):  # '|+ caption' read as a cell
-              contents = [mw_nodes.Text(contents[0].value[1:])] + list(contents[1:])
+                and type(contents[0]) is str  # pylint: disable=unidiomatic-typecheck
+                and contents[0].startswith("+")):  # '|+ caption' read as a cell
+              contents = [contents[0][1:]] + contents[1:]
             self.defer(source, contents)
             continue
         stray.append(child)
 
-    if node.contents is not None:
-      visit(node.contents.nodes, True)
+    visit(node.contents, True)
     if stray:
       self.defer(source, stray)
 
   def defer_gallery(self, node) -> None:
     """Queues the caption of each '<gallery>' line ('File|options|caption') as a piece."""
-    if node.contents is None:
-      return
-    for line in str(node.contents).split("\n"):
+    for line in _source(node.contents).split("\n"):
       if "[[" not in line:
         continue
-      parts = _split_pipes(mw_tree.parse(line, skip_style_tags=True).nodes)
+      parts = _split_pipes(mw_tree.parse_nodes(line, skip_style_tags=True))
       self.defer_caption(parts[1:], SOURCE_GALLERY)
 
   def defer_caption(self, parts: Sequence[Sequence], source: str) -> None:
@@ -830,24 +818,24 @@ class _Renderer:
     if markup and markup in _LIST_MARKUP:
       out.line_break(list_item=True)
       return
-    name = str(node.tag).strip().lower()
+    name = _source(node.tag).strip().lower()
     if node.attributes:
       self.count_attribute_links(node)
     if name in _DROP_TAGS:
-      if not node.self_closing and node.contents is not None:
+      if not node.self_closing:
         source = _PIECE_TAGS.get(name)
         if source == SOURCE_TABLE:
           if name == "table":
             self.defer_table(node, source)
           else:
-            self.defer(source, node.contents.nodes)
+            self.defer(source, node.contents)
         elif source == SOURCE_GALLERY:
           self.defer_gallery(node)
         elif name in _REF_TAGS:
           # Citations are not training mentions (bug bank wp-11): counted, never rendered.
           self.count_links_in(node.contents, "in_ref")
         else:
-          self.count_links_in(node, "in_other_tag")
+          self.count_links_in([node], "in_other_tag")
       out.dropped()
       return
     if name == "br":
@@ -856,8 +844,8 @@ class _Renderer:
     block = name in _BLOCK_TAGS
     if block:
       out.line_break(list_item=name in ("li", "dd", "dt"))
-    if node.contents is not None and not node.self_closing:
-      self.walk(node.contents.nodes, out, mentions)
+    if not node.self_closing:
+      self.walk(node.contents, out, mentions)
     if block:
       out.line_break()
 
@@ -874,7 +862,7 @@ class _Renderer:
     if kind == namespaces.FILE and not leading_colon:
       self.count("file")
       if node.text is not None:
-        self.defer_caption(_split_pipes(node.text.nodes), SOURCE_CAPTION)
+        self.defer_caption(_split_pipes(node.text), SOURCE_CAPTION)
       out.dropped()
       return False
     if kind == namespaces.INTERLANGUAGE and not leading_colon:
@@ -888,8 +876,8 @@ class _Renderer:
     # Visible text: the piped text, the pipe trick, or the title as written.
     if node.text is not None:
       anchor = self.render_inline(node.text)
-      if not anchor and not str(node.text).strip():
-        if str(node.text):  # '[[Foo| ]]'
+      if not anchor and not _source(node.text).strip():
+        if _source(node.text):  # '[[Foo| ]]'
           anchor = ""
         else:
           anchor = pipe_trick(_clean_inline(self.render_inline(node.title)), self.site)
@@ -932,15 +920,8 @@ class _Renderer:
     return True
 
 
-class _Nodes:
-  """A node list where render_inline expects a Wikicode (it reads `.nodes` only)."""
-
-  def __init__(self, nodes: Sequence):
-    self.nodes = list(nodes)
-
-
 def _count_links(nodes: Sequence) -> int:
-  """Number of wikilinks written in `nodes` (any depth)."""
+  """Number of wikilinks written in `nodes` (any depth): '[[' in their wikitext."""
   return sum(str(node).count("[[") for node in nodes if not isinstance(node, _PLAIN_NODES))
 
 
@@ -1037,10 +1018,10 @@ def parse_article(wikitext: str, page_title: str,
     wikitext = _INDENTED_TABLE.sub("", wikitext)
   mw_tree.check_unclosed(wikitext)
   # The renderer reads a <ref>'s contents only as wikitext (count_links_in): not built.
-  code = mw_tree.parse(wikitext, skip_style_tags=True, opaque_tags=_REF_TAGS)
+  nodes = mw_tree.parse_nodes(wikitext, skip_style_tags=True, opaque_tags=_REF_TAGS)
   renderer = _Renderer(page_title, site)
   out = _Emitter()
-  renderer.walk(code.nodes, out, mentions=True)
+  renderer.walk(nodes, out, mentions=True)
   prose_end = out.length
   first = _first_paragraph(out.value(), renderer.lead_end, out.list_lines)
   list_links = count_list_item_links(out.value(), renderer.links, out.list_lines)

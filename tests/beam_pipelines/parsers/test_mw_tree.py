@@ -9,20 +9,42 @@ from beam_pipelines.parsers import mw_tree
 from tests import testutil
 
 
-def test_fast_builder_is_used_with_this_mwparserfromhell():
-  # The self-check at import passed: FastBuilder's trees equal mwparserfromhell's.
-  assert mw_tree.FAST
+def test_light_builder_is_used_with_this_mwparserfromhell():
+  # The self-check at import passed: LightBuilder's trees hold what mwparserfromhell's hold.
+  assert mw_tree.LIGHT
 
 
 @pytest.mark.parametrize("skip_style_tags", [True, False])
 def test_same_tree_as_mwparserfromhell_on_every_kind_of_node(skip_style_tags):
   text = mw_tree._SAMPLE + "<ref>x</ref name=y> {{a|{{{b|c}}}=d}} [[a|b|c]] <p/> ===x=="
   expected = mwparserfromhell.parse(text, skip_style_tags=skip_style_tags)
-  got = mw_tree.parse(text, skip_style_tags=skip_style_tags)
-  assert mw_tree._same_tree(expected, got)
-  assert str(got) == text
-  assert [type(n) for n in got.filter(recursive=True)] == [
-      type(n) for n in expected.filter(recursive=True)]
+  got = mw_tree.parse_nodes(text, skip_style_tags=skip_style_tags)
+  assert mw_tree.same_as_mwparserfromhell(got, expected)
+  assert mw_tree.source(got) == text
+  # Every node prints as mwparserfromhell's does, at every depth.
+  def pairs(light, code):
+    for a, b in zip(light, code.nodes):
+      yield a, b
+      if isinstance(b, mwparserfromhell.nodes.Wikilink):
+        yield from pairs(a.title, b.title)
+        if b.text is not None:
+          yield from pairs(a.text, b.text)
+      elif isinstance(b, mwparserfromhell.nodes.Template):
+        for pa, pb in zip(a.params, b.params):
+          assert str(pa) == str(pb)
+          yield from pairs(pa.value, pb.value)
+      elif isinstance(b, mwparserfromhell.nodes.Tag):
+        for aa, ab in zip(a.attributes, b.attributes):
+          assert str(aa) == str(ab)
+        yield from pairs(a.contents, b.contents)
+  checked = 0
+  for a, b in pairs(got, expected):
+    assert str(a) == str(b)
+    checked += 1
+  assert checked > 60
+  kinds = {type(n).__name__ for n in got}
+  assert {"str", "Wikilink", "Template", "Argument", "ExternalLink", "Heading", "Tag",
+          "HTMLEntity", "Comment"} <= kinds
 
 
 def test_same_tree_as_mwparserfromhell_on_real_wikitext():
@@ -32,8 +54,10 @@ def test_same_tree_as_mwparserfromhell_on_real_wikitext():
   for path in paths:
     with open(path, encoding="utf-8") as f:
       text = f.read()
-    assert mw_tree._same_tree(mwparserfromhell.parse(text, skip_style_tags=True),
-                              mw_tree.parse(text, skip_style_tags=True)), path
+    got = mw_tree.parse_nodes(text, skip_style_tags=True)
+    assert mw_tree.same_as_mwparserfromhell(
+        got, mwparserfromhell.parse(text, skip_style_tags=True)), path
+    assert mw_tree.source(got) == text
 
 
 def _tokens(*kinds_and_text):
@@ -55,11 +79,13 @@ def _tokens(*kinds_and_text):
     ("TemplateOpen", "TemplateClose"),
     ("ExternalLinkOpen", "Text=http://a.b", "ExternalLinkSeparator", "Text=x",
      "ExternalLinkSeparator", "Text=y", "ExternalLinkClose"),
+    ("CommentStart", "Text=a", "Text=b", "CommentEnd"),
 ])
 def test_same_tree_as_mwparserfromhells_builder_on_any_token_order(stream):
   expected = mwparserfromhell.parser.builder.Builder().build(_tokens(*stream))
-  got = mw_tree.FastBuilder().build(_tokens(*stream))
-  assert mw_tree._same_tree(expected, got)
+  got = mw_tree.LightBuilder().build(_tokens(*stream))
+  assert mw_tree.same_as_mwparserfromhell(got, expected)
+  assert mw_tree.source(got) == str(expected)
 
 
 @pytest.mark.parametrize("stream", [
@@ -68,32 +94,62 @@ def test_same_tree_as_mwparserfromhells_builder_on_any_token_order(stream):
     ("TemplateOpen", "Text=t", "TemplateParamEquals", "TemplateClose"),  # '=' in the name
     ("ExternalLinkOpen", "Text=http://a.b", "ExternalLinkSeparator"),
     ("HeadingStart", "Text=h"),
+    ("CommentStart", "Text=c"),
 ])
 def test_broken_token_lists_raise_the_parser_error_mwparserfromhells_builder_raises(stream):
   with pytest.raises(mwparserfromhell.parser.ParserError) as expected:
     mwparserfromhell.parser.builder.Builder().build(_tokens(*stream))
   with pytest.raises(mwparserfromhell.parser.ParserError) as got:
-    mw_tree.FastBuilder().build(_tokens(*stream))
+    mw_tree.LightBuilder().build(_tokens(*stream))
   assert type(got.value) is type(expected.value)
 
 
+def test_odd_values_go_through_mwparserfromhells_checks():
+  # An unquoted attribute value, a heading level and a padding the constructors refuse raise
+  # their ValueError; those they accept give the same tree.
+  t = mwparserfromhell.parser.tokens
+  def build(builder, stream):
+    return builder.build(list(stream))
+  for stream in (
+      [t.HeadingStart(level=7), t.Text(text="h"), t.HeadingEnd()],
+      [t.TagOpenOpen(), t.Text(text="b"), t.TagCloseSelfclose(padding="x")],
+      [t.TagOpenOpen(), t.Text(text="b"), t.TagAttrStart(pad_first="x", pad_before_eq="",
+                                                          pad_after_eq=""),
+       t.Text(text="a"), t.TagCloseSelfclose(padding="")]):
+    with pytest.raises(ValueError):
+      build(mwparserfromhell.parser.builder.Builder(), stream)
+    with pytest.raises(ValueError):
+      build(mw_tree.LightBuilder(), stream)
+  stream = [t.TagOpenOpen(), t.Text(text="b"), t.TagAttrStart(pad_first=" ", pad_before_eq="",
+                                                              pad_after_eq=""),
+            t.Text(text="a"), t.TagAttrEquals(), t.Text(text="x"),
+            t.TagCloseSelfclose(padding="")]
+  expected = build(mwparserfromhell.parser.builder.Builder(), stream)
+  got = build(mw_tree.LightBuilder(), stream)
+  assert mw_tree.same_as_mwparserfromhell(got, expected)
+  assert mw_tree.source(got) == str(expected) == "<b a=x/>"
+
+
 _REFS = frozenset(["ref", "references"])
+
+
+def _tags(nodes):
+  return [n for n in nodes if type(n) is mw_tree.Tag]
 
 
 def test_an_opaque_tags_contents_are_one_text_node_of_their_wikitext():
   inner = ("{{cite web|url=http://a.org/x|title=T [[L|l]]|a=b=c}} [http://e.org e]"
            "[http://f.org] http://free.org &amp;&#91;&#x5B; <!-- c [[x]] --> {{{1|d}}} [[M]]s")
   text = f"Before <ref name=n>{inner}</ref> after <Ref>[[A]]</Ref><ref></ref><ref/>"
-  got = mw_tree.parse(text, skip_style_tags=True, opaque_tags=_REFS)
-  assert str(got) == text
-  tags = got.filter_tags(recursive=False)
-  assert [str(t.contents) for t in tags] == [inner, "[[A]]", "", ""]
-  assert [[type(n) for n in t.contents.nodes] for t in tags] == [
-      [mwparserfromhell.nodes.Text], [mwparserfromhell.nodes.Text], [], []]
+  got = mw_tree.parse_nodes(text, skip_style_tags=True, opaque_tags=_REFS)
+  assert mw_tree.source(got) == text
+  tags = _tags(got)
+  assert [mw_tree.source(t.contents) for t in tags] == [inner, "[[A]]", "", ""]
+  assert [t.contents for t in tags] == [[inner], ["[[A]]"], [], []]
   assert str(tags[0].attributes[0]) == " name=n"  # attributes are built as always
   # Other tags are built as always.
-  assert [type(n) for n in mw_tree.parse("<span>[[A]]</span>", opaque_tags=_REFS).nodes[
-      0].contents.nodes] == [mwparserfromhell.nodes.Wikilink]
+  assert [type(n) for n in mw_tree.parse_nodes("<span>[[A]]</span>", opaque_tags=_REFS)[
+      0].contents] == [mw_tree.Wikilink]
 
 
 @pytest.mark.parametrize("inner", [
@@ -104,10 +160,10 @@ def test_an_opaque_tags_contents_are_one_text_node_of_their_wikitext():
 def test_an_opaque_tag_holding_what_is_not_plain_is_built_as_usual(inner):
   text = f"<ref>{inner}</ref> [[after]]"
   expected = mwparserfromhell.parse(text, skip_style_tags=True)
-  got = mw_tree.parse(text, skip_style_tags=True, opaque_tags=_REFS)
-  assert str(got) == text
+  got = mw_tree.parse_nodes(text, skip_style_tags=True, opaque_tags=_REFS)
+  assert mw_tree.source(got) == text
   if "span" in inner or "==" in inner:
-    assert mw_tree._same_tree(expected, got)
+    assert mw_tree.same_as_mwparserfromhell(got, expected)
 
 
 def test_opaque_tags_change_no_wikitext_of_real_pages():
@@ -115,52 +171,52 @@ def test_opaque_tags_change_no_wikitext_of_real_pages():
   if not paths:
     pytest.skip("no ../shared/data/wikitext_en")
   opaque = 0
+
+  def refs(nodes):
+    for node in nodes:
+      if type(node) is mw_tree.Tag:
+        if mw_tree.source(node.tag).lower() == "ref":
+          yield node
+        yield from refs(node.contents)
+      elif type(node) is mw_tree.Template:
+        for param in node.params:
+          yield from refs(param.value)
+
   for path in paths:
     with open(path, encoding="utf-8") as f:
       text = f.read()
-    got = mw_tree.parse(text, skip_style_tags=True, opaque_tags=_REFS)
-    expected = mwparserfromhell.parse(text, skip_style_tags=True)
-    assert str(got) == text, path
-    got_refs = [t for t in got.filter_tags(recursive=True) if str(t.tag).lower() == "ref"]
-    expected_refs = [t for t in expected.filter_tags(recursive=True)
-                     if str(t.tag).lower() == "ref"]
+    got = mw_tree.parse_nodes(text, skip_style_tags=True, opaque_tags=_REFS)
+    expected = mw_tree.parse_nodes(text, skip_style_tags=True)
+    assert mw_tree.source(got) == text, path
+    got_refs, expected_refs = list(refs(got)), list(refs(expected))
     assert [str(t) for t in got_refs] == [str(t) for t in expected_refs], path
-    opaque += sum(len(t.contents.nodes) == 1 and any(
-        type(n) is not mwparserfromhell.nodes.Text for n in e.contents.nodes)
+    opaque += sum(len(t.contents) == 1 and any(type(n) is not str for n in e.contents)
                   for t, e in zip(got_refs, expected_refs))
-  assert opaque > 100  # refs holding templates or links came as one Text node
+  assert opaque > 100  # refs holding templates or links came as one run of text
 
 
 def test_a_different_tree_is_noticed():
-  a = mw_tree.parse("[[a|b]]")
-  b = mw_tree.parse("[[a|c]]")
-  assert not mw_tree._same_tree(a, b)
-  assert not mw_tree._same_tree(mw_tree.parse("{{a|b}}"), mw_tree.parse("{{a|b=}}"))
+  assert not mw_tree.same_as_mwparserfromhell(mw_tree.parse_nodes("[[a|b]]"),
+                                              mwparserfromhell.parse("[[a|c]]"))
+  assert not mw_tree.same_as_mwparserfromhell(mw_tree.parse_nodes("{{a|b}}"),
+                                              mwparserfromhell.parse("{{a|b=}}"))
+  assert not mw_tree.same_as_mwparserfromhell(mw_tree.parse_nodes("<b>x</b>"),
+                                              mwparserfromhell.parse("<b >x</b>"))
+  assert not mw_tree.same_as_mwparserfromhell(mw_tree.parse_nodes("&amp;"),
+                                              mwparserfromhell.parse("&lt;"))
+  assert mw_tree.same_as_mwparserfromhell(mw_tree.parse_nodes("[[a|b]]"),
+                                          mwparserfromhell.parse("[[a|b]]"))
 
 
-def test_containers_behave_as_mwparserfromhells():
-  # The Wikicode and SmartList objects are made without their constructors: editing through
-  # a slice of the node list (SmartList's child proxies) and replacing nodes work as on
-  # mwparserfromhell's own tree.
-  text = "a [[b|c]] {{d|e}} f"
-  expected, got = mwparserfromhell.parse(text), mw_tree.parse(text)
-  for code in (expected, got):
-    tail = code.nodes[1:]
-    tail.append(mwparserfromhell.nodes.Text("!"))
-    code.replace(code.filter_templates()[0], "T")
-    del tail  # the proxy leaves its parent's children when collected
-  assert str(got) == str(expected) == "a [[b|c]] T f!"
-  assert mw_tree._same_tree(expected, got)
-  assert mw_tree.parse(text).nodes._children == {}
-
-
-def test_a_different_container_is_noticed():
-  a, b = mw_tree.parse("[[a|b]]"), mw_tree.parse("[[a|b]]")
-  b.extra = 1
-  assert not mw_tree._same_tree(a, b)
-  c = mw_tree.parse("[[a|b]]")
-  _ = c.nodes[0:]  # a live child proxy registered in c's SmartList
-  assert not mw_tree._same_tree(a, c)
+def test_without_the_light_builder_mwparserfromhells_own_tree_is_converted(monkeypatch):
+  # Another mwparserfromhell whose builder fails the self-check: parse_nodes converts
+  # mwparserfromhell.parse's tree, the same nodes.
+  text = mw_tree._SAMPLE
+  light = mw_tree.parse_nodes(text, skip_style_tags=True)
+  monkeypatch.setattr(mw_tree, "LIGHT", False)
+  converted = mw_tree.parse_nodes(text, skip_style_tags=True)
+  assert mw_tree._same(light, converted)
+  assert mw_tree.source(converted) == text
 
 
 def test_unclosed_openers_are_counted_by_kind():

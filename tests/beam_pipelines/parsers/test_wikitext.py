@@ -460,18 +460,18 @@ class TestMagicWordsAndComputedTemplates:
 
 
 def test_one_text_node_link_text_renders_as_through_the_emitter():
-  # render_inline's shortcut for a link text or title that is one Text node gives what the
-  # renderer and emitter give for the same text split in two nodes (which they render).
+  # render_inline's shortcut for a link text or title that is one run of text gives what the
+  # renderer and emitter give for the same text split in two (which they render).
+  from beam_pipelines.parsers import mw_tree  # pylint: disable=g-import-not-at-top
   renderer = wikitext._Renderer("Page", None)  # pylint: disable=protected-access
   for text in ["Ore River", "  Ore \n\n River  ", "Ore\u200bRiver\u00ad", "\u00a0Ore\tRiver",
                "", "   ", "Ore River (town)", "x\u2060y z"]:
-    one = mwparserfromhell.parse(text)
-    assert len(one.nodes) <= 1
+    one = mw_tree.parse_nodes(text)
+    assert len(one) <= 1
     half = len(text) // 2
-    two = mwparserfromhell.wikicode.Wikicode(
-        [mwparserfromhell.nodes.Text(text[:half]), mwparserfromhell.nodes.Text(text[half:])])
+    two = [text[:half], text[half:]]
     assert renderer.render_inline(one) == renderer.render_inline(two), repr(text)
-  assert wikitext._source(mwparserfromhell.parse("Ore_River#x")) == "Ore_River#x"  # pylint: disable=protected-access
+  assert wikitext._source(mw_tree.parse_nodes("Ore_River#x")) == "Ore_River#x"  # pylint: disable=protected-access
 
 
 def test_refs_read_without_their_nodes_give_the_same_article(monkeypatch):
@@ -486,9 +486,30 @@ def test_refs_read_without_their_nodes_give_the_same_article(monkeypatch):
     with open(path, encoding="utf-8") as f:
       texts.append((os.path.basename(path)[:-4].replace("-", " "), f.read()))
   fast = [wikitext.parse_article(text, title) for title, text in texts]
-  parse = mw_tree.parse
-  monkeypatch.setattr(mw_tree, "parse", lambda text, skip_style_tags=False, opaque_tags=(): (
-      parse(text, skip_style_tags)))
+  parse = mw_tree.parse_nodes
+  monkeypatch.setattr(mw_tree, "parse_nodes",
+                      lambda text, skip_style_tags=False, opaque_tags=(): parse(
+                          text, skip_style_tags))
   built = [wikitext.parse_article(text, title) for title, text in texts]
   assert fast == built
   assert sum(a.dropped.get("in_ref", 0) for a in fast) > 100  # links in refs, counted
+
+
+def test_articles_from_mwparserfromhells_own_tree_are_the_same(monkeypatch):
+  # The renderer reads mw_tree's light tree; rendering every real page from
+  # mwparserfromhell.parse's own tree (converted node for node) gives the same articles.
+  from beam_pipelines.parsers import mw_tree  # pylint: disable=g-import-not-at-top
+  paths = sorted(glob.glob(testutil.shared_data("wikitext_en", "*.txt")))
+  if not paths:
+    pytest.skip("no ../shared/data/wikitext_en")
+  texts = []
+  for path in paths:
+    with open(path, encoding="utf-8") as f:
+      texts.append((os.path.basename(path)[:-4].replace("-", " "), f.read()))
+  light = [wikitext.parse_article(text, title) for title, text in texts]
+  monkeypatch.setattr(mw_tree, "parse_nodes",
+                      lambda text, skip_style_tags=False, opaque_tags=(): (
+                          mw_tree.from_mwparserfromhell(
+                              mwparserfromhell.parse(text, skip_style_tags=skip_style_tags))))
+  assert [wikitext.parse_article(text, title) for title, text in texts] == light
+  assert sum(len(a.links) for a in light) > 1000
