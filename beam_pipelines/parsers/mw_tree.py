@@ -170,6 +170,14 @@ def _code(nodes: Sequence[Node]) -> Wikicode:
                                                 if type(n) is str])
 
 
+def _needs_quotes(value: Optional[Sequence[Node]]) -> bool:
+  """Whether an attribute value needs quotes, as mwparserfromhell's Attribute decides
+  (_value_needs_quotes): whitespace in its top-level text."""
+  if not value:
+    return False
+  return any(c.isspace() for part in value if type(part) is str for c in part)
+
+
 def _text(value: Any) -> str:
   return value if type(value) is str else str(value)
 
@@ -326,9 +334,10 @@ class LightBuilder(mw_builder.Builder):
         pads = (start.get("pad_first"), start.get("pad_before_eq"), start.get("pad_after_eq"))
         node = _new(Attribute)
         node.name, node.value = name, value
-        if (quotes not in ('"', "'") and (quotes or value is not None)) or any(
+        if (quotes not in ('"', "'") and (quotes or _needs_quotes(value))) or any(
             pad and (type(pad) is not str or not pad.isspace()) for pad in pads):
-          # Unquoted values and odd paddings: the constructor's checks (and errors).
+          # Odd quotes, unquoted values with a space and odd paddings: the constructor's
+          # checks (and errors).
           checked = mw_nodes.extras.Attribute(
               _code(name), None if value is None else _code(value), quotes, *pads)
           node.quotes = checked.quotes
@@ -336,7 +345,8 @@ class LightBuilder(mw_builder.Builder):
               checked.pad_first, checked.pad_before_eq, checked.pad_after_eq)
           return node
         # What Attribute.__init__ leaves: its quotes setter overrides what its value setter
-        # chose, and checks only what a quoted value never fails.
+        # chose, and refuses no quoted value, nor an unquoted one without whitespace in its
+        # top-level text (_needs_quotes).
         node.quotes = quotes if quotes else None
         node.pad_first, node.pad_before_eq, node.pad_after_eq = (
             pad if pad else "" for pad in pads)
@@ -457,7 +467,7 @@ _MOVES = {
     tokens.ExternalLinkClose: {"eb": None, "EB": None, "ef": None},
 }
 _OPENS = {tokens.TemplateOpen: "tn", tokens.ArgumentOpen: "a", tokens.WikilinkOpen: "w"}
-# The tokens that end each part of a construct (FastBuilder._collect).
+# The tokens that end each part of a construct (LightBuilder._collect).
 _TEMPLATE_STOPS = (tokens.TemplateParamSeparator, tokens.TemplateClose)
 _PARAMETER_STOPS = (tokens.TemplateParamEquals, tokens.TemplateParamSeparator,
                     tokens.TemplateClose)
@@ -468,7 +478,7 @@ _HEADING_STOPS = (tokens.HeadingEnd,)
 
 
 def _opaque_source(stack: List) -> Optional[Tuple[str, int]]:
-  """The wikitext of a tag's contents from its tokens, without nodes (FastBuilder's
+  """The wikitext of a tag's contents from its tokens, without nodes (LightBuilder's
   opaque_tags): `stack` is the builder's reversed token list, its last token the first of the
   contents. Returns (wikitext, index in `stack` of the TagOpenClose that ends the contents),
   or None when a token inside is not one whose wikitext is fixed or plain (a tag, a heading,

@@ -115,7 +115,11 @@ def test_odd_values_go_through_mwparserfromhells_checks():
       [t.TagOpenOpen(), t.Text(text="b"), t.TagCloseSelfclose(padding="x")],
       [t.TagOpenOpen(), t.Text(text="b"), t.TagAttrStart(pad_first="x", pad_before_eq="",
                                                           pad_after_eq=""),
-       t.Text(text="a"), t.TagCloseSelfclose(padding="")]):
+       t.Text(text="a"), t.TagCloseSelfclose(padding="")],
+      [t.TagOpenOpen(), t.Text(text="b"), t.TagAttrStart(pad_first=" ", pad_before_eq="",
+                                                          pad_after_eq=""),
+       t.Text(text="a"), t.TagAttrEquals(), t.Text(text="x y"),  # unquoted, a space
+       t.TagCloseSelfclose(padding="")]):
     with pytest.raises(ValueError):
       build(mwparserfromhell.parser.builder.Builder(), stream)
     with pytest.raises(ValueError):
