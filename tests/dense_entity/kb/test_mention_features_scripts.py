@@ -115,3 +115,24 @@ def test_context_cuts_match_tokenizing_the_whole_line_in_every_script():
     got = (mention_features_lib._left_cut(text, floor, pos, n, stop_at_newline=True),  # pylint: disable=protected-access
            mention_features_lib._right_cut(text, end, ceiling, n, stop_at_newline=True))  # pylint: disable=protected-access
     assert got == want, (text, floor, pos, end, ceiling, n)
+
+
+def test_ascii_context_cuts_in_one_match_are_those_of_the_whole_line():
+  """The cuts of an ASCII window come from one or two matches of n possessive tokens
+  (_ascii_tokens), not n searches: the same cuts as tokenizing the whole line, with every
+  ASCII character ('\\x1c'-'\\x1f' and '\\x0b' are whitespace), words longer than the first
+  window, fewer tokens than n, and n from 1 to 8."""
+  rng = random.Random(31)
+  alphabet = [chr(i) for i in range(128)] + list("ab AZ09_.,  ") * 10
+  for _ in range(4000):
+    text = "".join(rng.choice(alphabet) if rng.random() < 0.95 else "w" * 80
+                   for _ in range(rng.randrange(1, 60)))
+    pos = rng.randrange(0, len(text) + 1)
+    end = rng.randrange(pos, len(text) + 1)
+    floor = rng.randrange(0, pos + 1)
+    ceiling = rng.randrange(end, len(text) + 1)
+    n = rng.randrange(1, 9)
+    want = _reference_cuts(text, floor, pos, end, ceiling, n)
+    got = (mention_features_lib._left_cut(text, floor, pos, n, stop_at_newline=True),  # pylint: disable=protected-access
+           mention_features_lib._right_cut(text, end, ceiling, n, stop_at_newline=True))  # pylint: disable=protected-access
+    assert got == want, (text, floor, pos, end, ceiling, n)
