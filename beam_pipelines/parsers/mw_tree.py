@@ -189,8 +189,9 @@ class LightBuilder(mw_builder.Builder):
   Each construct's handler reads its tokens from the shared reversed token list (`_tokens`,
   the next token last) and collects the nodes of each of its parts in a list (_collect: a
   text token becomes its str in place, other tokens go to their handler). HTML entities are
-  built by mwparserfromhell's own handler; odd paddings, unquoted attribute values and heading
-  levels go through mwparserfromhell's constructors, for their checks and errors.
+  built by mwparserfromhell's own handler; odd paddings and quotes, unquoted attribute values
+  holding whitespace and heading levels outside 1-6 go through mwparserfromhell's
+  constructors, for their checks and errors.
 
   Args:
     opaque_tags: lower-case names of tags whose contents the caller only reads as wikitext

@@ -139,17 +139,36 @@ _MENTION_OWN_ENTRIES = tuple((_KEY_FIELDS[k] + b"\x12", _MENTION_TUPLE_FIELDS.in
                              for k in _MENTION_OWN_KEYS)
 
 
+def _one_value_entry_head(prefix: bytes, n: int) -> bytes:
+  """The bytes of _entry(key, (value,)) before the value, for a value of n bytes: the entry's
+  field header, the key field and the Feature's field header (`prefix`), the Feature's length,
+  its bytes_list's field header and the value's."""
+  bytes_list = 1 + len(_varint(n)) + n
+  feature = 1 + len(_varint(bytes_list)) + bytes_list
+  entry = len(prefix) + len(_varint(feature)) + feature
+  return (b"\n" + _varint(entry) + prefix + _varint(feature) + b"\n" + _varint(bytes_list)
+          + b"\n" + _varint(n))
+
+
+# Values up to this many bytes take their entry's head from a table (_MENTION_OWN_HEADS).
+_HEAD_TABLE_BYTES = 1024
+# (heads by value length, prefix, index in a MentionTuple) of each of a mention's own features.
+_MENTION_OWN_HEADS = tuple(
+    ([_one_value_entry_head(prefix, n) for n in range(_HEAD_TABLE_BYTES)], prefix, index)
+    for prefix, index in _MENTION_OWN_ENTRIES)
+
+
 def mention_features_part(mention: MentionTuple) -> bytes:
   """The encoded features of a mention's own (its map entries, in key order): span, contexts,
-  sentence, source page, mention id, link source (_entry with one value each, inlined: it runs
-  once per link)."""
+  sentence, source page, mention id, link source (_entry with one value each; it runs once
+  per link, so each entry's head comes from a table by the value's length, issue 17)."""
   parts = []
-  for prefix, index in _MENTION_OWN_ENTRIES:
+  append = parts.append
+  for heads, prefix, index in _MENTION_OWN_HEADS:
     value = mention[index].encode("utf-8")
-    bytes_list = b"\n" + _varint(len(value)) + value
-    feature = b"\n" + _varint(len(bytes_list)) + bytes_list
-    entry = prefix + _varint(len(feature)) + feature
-    parts.append(b"\n" + _varint(len(entry)) + entry)
+    n = len(value)
+    append(heads[n] if n < _HEAD_TABLE_BYTES else _one_value_entry_head(prefix, n))
+    append(value)
   return b"".join(parts)
 
 

@@ -82,6 +82,20 @@ def test_mention_record_from_payload_is_the_examples_bytes():
         _mention_example(m, entity).SerializeToString(deterministic=True) for m in _MENTIONS]
 
 
+def test_mention_features_at_every_length_where_a_header_grows_are_the_examples_bytes():
+  # A mention's own entries take their heads from a table up to 1,024 bytes and compute them
+  # beyond: lengths around each varint step (127/128 of the value, the bytes list, the
+  # feature and the entry) and around the table's end give tf.train.Example's bytes.
+  entity = _ENTITIES[0]
+  part = records.entity_features_part(entity)
+  for n in list(range(0, 140)) + list(range(1015, 1035)) + [16377, 16380, 16384, 16390]:
+    for text in ("x" * n, ("ü" * n)[:max(0, n // 2)]):
+      mention = (text or "0", "Page " + text, text, text, text, text, "prose")
+      record = records.mention_record(records.mention_payload(mention), part)
+      assert record == _mention_example(mention, entity).SerializeToString(
+          deterministic=True), n
+
+
 def test_the_extraction_does_not_import_tensorflow():
   # Every Beam worker process imports the pipeline's modules; TensorFlow cost each ~3 s.
   code = ("import sys\n"
