@@ -97,6 +97,34 @@ def _frequent_entry(key: str, values: Tuple[str, ...]) -> bytes:
   return _entry(_KEY_FIELDS[key], values)
 
 
+def _one_value_entry_head(prefix: bytes, n: int) -> bytes:
+  """The bytes of _entry(key, (value,)) before the value, for a value of n bytes: the entry's
+  field header, the key field and the Feature's field header (`prefix`), the Feature's length,
+  its bytes_list's field header and the value's."""
+  bytes_list = 1 + len(_varint(n)) + n
+  feature = 1 + len(_varint(bytes_list)) + bytes_list
+  entry = len(prefix) + len(_varint(feature)) + feature
+  return (b"\n" + _varint(entry) + prefix + _varint(feature) + b"\n" + _varint(bytes_list)
+          + b"\n" + _varint(n))
+
+
+# Values up to this many bytes take their entry's head from a table (_HEADS).
+_HEAD_TABLE_BYTES = 1024
+# Key -> (the heads of its one-value entries by value length, its prefix), for the features
+# that always hold one value: a mention's own, and an entity's title and text.
+_HEADS = {key: ([_one_value_entry_head(_KEY_FIELDS[key] + b"\x12", n)
+                 for n in range(_HEAD_TABLE_BYTES)], _KEY_FIELDS[key] + b"\x12")
+          for key in _MENTION_OWN_KEYS + [schema.ENTITY_TITLE, schema.ENTITY_TEXT]}
+
+
+def _one_value_entry(key: str, value: str) -> bytes:
+  """_entry(_KEY_FIELDS[key], (value,)), its head from _HEADS."""
+  data = value.encode("utf-8")
+  n = len(data)
+  heads, prefix = _HEADS[key]
+  return (heads[n] if n < _HEAD_TABLE_BYTES else _one_value_entry_head(prefix, n)) + data
+
+
 _ALIASES, _CATEGORIES, _SOURCE, _TEXT, _TITLE = _ENTITY_RECORD_KEYS
 assert (_ALIASES, _CATEGORIES, _SOURCE, _TEXT, _TITLE) == (
     schema.ENTITY_ALIASES, schema.ENTITY_CATEGORIES, schema.ENTITY_SOURCE, schema.ENTITY_TEXT,
@@ -111,8 +139,8 @@ def _entity_entries(entity: Entity) -> Tuple[bytes, bytes, bytes, bytes]:
       _entry(_KEY_FIELDS[_ALIASES], aliases) if aliases else _frequent_entry(_ALIASES, ()),
       (_entry(_KEY_FIELDS[_CATEGORIES], categories) if categories
        else _frequent_entry(_CATEGORIES, ())),
-      _entry(_KEY_FIELDS[_TEXT], (text,)) if text else _frequent_entry(_TEXT, ("",)),
-      _entry(_KEY_FIELDS[_TITLE], (entity.title,)))
+      _one_value_entry(_TEXT, text) if text else _frequent_entry(_TEXT, ("",)),
+      _one_value_entry(_TITLE, entity.title))
 
 
 def entity_record(entity: Entity) -> bytes:
@@ -131,31 +159,14 @@ def entity_features_part(entity: Entity) -> bytes:
 
 
 # (key field + the Feature's field header, index in a MentionTuple) of each of a mention's own
-# features, in key order.
+# features, in key order; and (its heads, prefix, index), for mention_features_part.
 _MENTION_TUPLE_FIELDS = (schema.MENTION_ID, schema.SOURCE_PAGE, schema.MENTION_SPAN,
                          schema.MENTION_LEFT, schema.MENTION_RIGHT, schema.MENTION_SENTENCE,
                          schema.LINK_SOURCE)
 _MENTION_OWN_ENTRIES = tuple((_KEY_FIELDS[k] + b"\x12", _MENTION_TUPLE_FIELDS.index(k))
                              for k in _MENTION_OWN_KEYS)
-
-
-def _one_value_entry_head(prefix: bytes, n: int) -> bytes:
-  """The bytes of _entry(key, (value,)) before the value, for a value of n bytes: the entry's
-  field header, the key field and the Feature's field header (`prefix`), the Feature's length,
-  its bytes_list's field header and the value's."""
-  bytes_list = 1 + len(_varint(n)) + n
-  feature = 1 + len(_varint(bytes_list)) + bytes_list
-  entry = len(prefix) + len(_varint(feature)) + feature
-  return (b"\n" + _varint(entry) + prefix + _varint(feature) + b"\n" + _varint(bytes_list)
-          + b"\n" + _varint(n))
-
-
-# Values up to this many bytes take their entry's head from a table (_MENTION_OWN_HEADS).
-_HEAD_TABLE_BYTES = 1024
-# (heads by value length, prefix, index in a MentionTuple) of each of a mention's own features.
-_MENTION_OWN_HEADS = tuple(
-    ([_one_value_entry_head(prefix, n) for n in range(_HEAD_TABLE_BYTES)], prefix, index)
-    for prefix, index in _MENTION_OWN_ENTRIES)
+_MENTION_OWN_HEADS = tuple((_HEADS[k][0], prefix, index)
+                           for k, (prefix, index) in zip(_MENTION_OWN_KEYS, _MENTION_OWN_ENTRIES))
 
 
 def mention_features_part(mention: MentionTuple) -> bytes:

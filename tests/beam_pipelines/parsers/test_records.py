@@ -82,9 +82,9 @@ def test_mention_record_from_payload_is_the_examples_bytes():
         _mention_example(m, entity).SerializeToString(deterministic=True) for m in _MENTIONS]
 
 
-def test_mention_features_at_every_length_where_a_header_grows_are_the_examples_bytes():
-  # A mention's own entries take their heads from a table up to 1,024 bytes and compute them
-  # beyond: lengths around each varint step (127/128 of the value, the bytes list, the
+def test_one_value_entries_at_every_length_where_a_header_grows_are_the_examples_bytes():
+  # A mention's own entries, and an entity's title and text, take their heads from a table up
+  # to 1,024 bytes and compute them beyond: lengths around each varint step (127/128 of the value, the bytes list, the
   # feature and the entry) and around the table's end give tf.train.Example's bytes.
   entity = _ENTITIES[0]
   part = records.entity_features_part(entity)
@@ -94,6 +94,13 @@ def test_mention_features_at_every_length_where_a_header_grows_are_the_examples_
       record = records.mention_record(records.mention_payload(mention), part)
       assert record == _mention_example(mention, entity).SerializeToString(
           deterministic=True), n
+      # An entity's title and text take their heads from the same kind of table.
+      other = records.Entity(text or "0", text, ("c",), (), ("page",))
+      assert records.entity_record(other) == _entity_example(other).SerializeToString(
+          deterministic=True), n
+      assert records.mention_record(records.mention_payload(mention),
+                                    records.entity_features_part(other)) == _mention_example(
+                                        mention, other).SerializeToString(deterministic=True)
 
 
 def test_the_extraction_does_not_import_tensorflow():
