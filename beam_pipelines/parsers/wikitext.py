@@ -175,8 +175,9 @@ _YES = frozenset(["y", "yes", "1", "true"])
 _BEHAVIOR_SWITCH = re.compile(r"__[A-Z]+__")
 _APOSTROPHES = re.compile(r"'{2,}")
 _WS = re.compile(r"(\s+)")
-_INVISIBLE = dict.fromkeys(map(ord, "\u00ad\u200b\u200c\u200d\u200e\u200f\u2060\ufeff"))
-assert not any(c < 0x80 for c in _INVISIBLE)
+_INVISIBLE = "\u00ad\u200b\u200c\u200d\u200e\u200f\u2060\ufeff"
+assert not any(ord(c) < 0x80 for c in _INVISIBLE)  # so an ASCII string holds none
+_INVISIBLE_CHARS = re.compile(f"[{_INVISIBLE}]")
 _CLOSING_PUNCT = frozenset(".,;:!?)]")
 _ESCAPED_TAG = re.compile(r"&lt;/?(?:ref|br|references|small|sup|sub|div|span|nowiki)\b")
 # An HTML tag MediaWiki accepts, left as text by mwparserfromhell when it is not closed.
@@ -437,9 +438,10 @@ class _Emitter:
 
 def _visible(value: str) -> str:
   """value without the _INVISIBLE characters; an ASCII string (most text nodes) holds none and
-  is not translated (str.translate with a dict looks up each character: ~1 us per 250
-  characters; isascii 0.04 us)."""
-  return value if value.isascii() else value.translate(_INVISIBLE)
+  is not searched (isascii: 0.04 us). They are removed by a regex (a character class scanned
+  in C), not str.translate with a dict, which looks up every character: 15x the time on the
+  other Wikipedias' text (9.5M characters of text lines: 0.55-0.59 s -> 0.036 s, issue 17)."""
+  return value if value.isascii() else _INVISIBLE_CHARS.sub("", value)
 
 
 def _clean_inline(s: str) -> str:

@@ -68,6 +68,10 @@ _EXTRA_SENTENCE_END = re.compile(
     f"(?:[\u0964\u0965\u3002\uff01\uff1f\u037e]|(?<=[{_GREEK_LETTER}]);(?={_CLOSERS}(?:\\s|$)))"
     + _CLOSERS)
 
+# The characters a match of _EXTRA_SENTENCE_END starts with: a line without any is not split
+# further (one search per line instead of one per sentence).
+_EXTRA_SENTENCE_END_START = re.compile("[\u0964\u0965\u3002\uff01\uff1f\u037e;]")
+
 
 def _split_extra(line: str, start: int, end: int) -> List[Tuple[int, int]]:
   """Splits the blingfire sentence line[start:end] after each _EXTRA_SENTENCE_END. Whitespace
@@ -172,7 +176,8 @@ def sentence_spans(text: str) -> List[Tuple[int, int]]:
   for line in text.split("\n"):
     if line.strip():
       offsets = _blingfire_sentence_offsets(line)
-      if line.isascii():  # none of _EXTRA_SENTENCE_END's marks, no Greek letter before ';'
+      if line.isascii() or not _EXTRA_SENTENCE_END_START.search(line):
+        # None of _EXTRA_SENTENCE_END's marks (ASCII: no Greek letter before a ';' either).
         spans.extend((pos + s, pos + e) for s, e in offsets)
       else:
         for start, end in offsets:

@@ -513,3 +513,15 @@ def test_articles_from_mwparserfromhells_own_tree_are_the_same(monkeypatch):
                               mwparserfromhell.parse(text, skip_style_tags=skip_style_tags))))
   assert [wikitext.parse_article(text, title) for title, text in texts] == light
   assert sum(len(a.links) for a in light) > 1000
+
+
+def test_visible_removes_exactly_the_invisible_characters():
+  # Soft hyphen, zero-width space / non-joiner / joiner, LRM / RLM, word joiner, BOM: removed
+  # wherever they stand; every other character, ASCII or not, kept (str.translate's result).
+  invisible = "\u00ad\u200b\u200c\u200d\u200e\u200f\u2060\ufeff"
+  text = "Jür\u00adgen\u200b খ্রি\u200dষ্টা \u200e\u200fΑθήνα\u2060日本\ufeff\u00a0x\u200a"
+  assert wikitext.visible(text) == text.translate(dict.fromkeys(map(ord, invisible)))
+  assert wikitext.visible(text) == "Jürgen খ্রিষ্টা Αθήνα日本\u00a0x\u200a"
+  assert wikitext.visible("plain ascii") == "plain ascii"
+  assert wikitext.visible(invisible * 3) == ""
+
