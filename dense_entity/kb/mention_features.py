@@ -32,24 +32,34 @@ from dense_entity.kb import script_ranges
 # '_' is a token of its own here (as in the graph), not part of a word.
 _TOKEN = re.compile(script_ranges.py_word_pattern("_") + r"|[^\w\s]|_")
 # The same tokens on ASCII text (no CJK, no marks; \w on ASCII is [A-Za-z0-9_]), matched about
-# 4x faster: _left_cut and _right_cut use it on windows that are all ASCII (same flags as
-# _TOKEN, so '\s' and '[^\w\s]' are the same classes).
+# 4x faster: _n_tokens' runs of tokens on windows that are all ASCII (same flags as _TOKEN, so
+# '\s' and '[^\w\s]' are the same classes).
 _ASCII_TOKEN = re.compile(r"[A-Za-z0-9]+|[^\w\s]|_")
 
 
+# The same tokens on text without CJK characters (no Han ideograph, Hiragana or Katakana: every
+# word is a run of word characters and marks), as a run of \w less '_' and marks.
+_NON_CJK_TOKEN = (r"(?:[^\W_]++|" + script_ranges.py_class_pattern(
+    script_ranges.MARK_RANGES, script_ranges.ZERO_WIDTH_JOINERS) + r")++|[^\w\s]|_")
+
+
 @functools.lru_cache(maxsize=64)
-def _ascii_tokens(n: int, exactly: bool) -> "re.Pattern[str]":
-  """A pattern matching, from where it is matched, up to n (`exactly`: n) _ASCII_TOKEN tokens,
-  each after any whitespace: the end of its match is where n searches for a token would end.
-  On ASCII text every character is whitespace or a token character, so a search skips only
-  whitespace; the quantifiers are possessive, so a word is never split into more tokens to
-  reach n (Python 3.11+). One match instead of n searches (issue 17)."""
-  return re.compile(r"(?:\s*+(?:[A-Za-z0-9]++|[^\w\s]|_))" + (f"{{{n}}}" if exactly else
-                                                               f"{{0,{n}}}"))
+def _n_tokens(n: int, exactly: bool, ascii_only: bool) -> "re.Pattern[str]":
+  """A pattern matching, from where it is matched, up to n (`exactly`: n) tokens, each after
+  any whitespace: on text that is all ASCII (`ascii_only`: _ASCII_TOKEN) or has no CJK
+  character (_NON_CJK_TOKEN), the end of its match is where n searches for a _TOKEN would end.
+  In such text every character is whitespace or starts a token, so a search skips only
+  whitespace; each token is an atomic group with possessive runs, so a word is never split
+  into more tokens to reach n, nor matched by another alternative than a search's (Python
+  3.11+). One match instead of n searches (issue 17)."""
+  token = r"[A-Za-z0-9]++|[^\w\s]|_" if ascii_only else _NON_CJK_TOKEN
+  return re.compile(r"(?:\s*+(?>" + token + "))" + (f"{{{n}}}" if exactly else f"{{0,{n}}}"))
+
+
 _SPACE = re.compile(r"\s+")
 # A CJK character (Han, Hiragana, Katakana): a window holding one is tokenized forwards
 # (_left_cut).
-_CJK = re.compile(f"[{script_ranges.py_class(script_ranges.CJK_ALL)}]")
+_CJK = re.compile(script_ranges.py_class_pattern(script_ranges.CJK_ALL))
 # blingfire's C sentence splitter (blingfire.text_to_sentences_and_offsets calls it too).
 _BLINGFIRE_SENTENCES = blingfire.blingfire.TextToSentencesWithOffsets
 
@@ -158,8 +168,16 @@ def _blingfire_sentence_offsets(line: str) -> List[Tuple[int, int]]:
         v < n_bytes and s_bytes[v] & 0xC0 == 0x80):
       return blingfire.text_to_sentences_and_offsets(line)[1]
     previous = v
-  if n_bytes != len(line):  # not ASCII: byte offsets -> character offsets
-    wanted = [len(s_bytes[:v].decode("utf-8")) for v in wanted]
+  if n_bytes != len(line):
+    # Not ASCII: byte offsets -> character offsets, each stretch between two offsets (in order,
+    # on character boundaries) decoded once, not the line's prefix up to each (quadratic in a
+    # line of many sentences).
+    chars, at_byte, at_char = [], 0, 0
+    for v in wanted:
+      at_char += len(s_bytes[at_byte:v].decode("utf-8"))
+      at_byte = v
+      chars.append(at_char)
+    wanted = chars
   return list(zip(wanted[::2], wanted[1::2]))
 
 
@@ -214,9 +232,10 @@ def _left_cut(text: str, floor: int, pos: int, n: int, stop_at_newline: bool) ->
 
   Without CJK characters the tokens are symmetric (runs of word characters and marks, and
   single other characters), so the window is read backwards: the n tokens nearest `pos` are
-  the first n of the reversed window, found by n searches instead of matching every token of
-  the window (a third of the mention features' time on the other Wikipedias, issue 17). A
-  window with CJK (a Han ideograph takes the marks after it) is tokenized forwards.
+  the first n of the reversed window, found by one or two matches of n tokens (_n_tokens)
+  instead of matching every token of the window (a third of the mention features' time on
+  the other Wikipedias, issue 17). A window with CJK (a Han ideograph takes the marks after
+  it) is tokenized forwards.
   """
   width = _WINDOW_CHARS
   while True:
@@ -226,29 +245,16 @@ def _left_cut(text: str, floor: int, pos: int, n: int, stop_at_newline: bool) ->
       if newline >= 0:
         lo = floor = newline + 1
     window = text[lo:pos]
-    if window.isascii():
-      # The n searches below in one or two matches (_ascii_tokens).
+    ascii_only = window.isascii()
+    if ascii_only or _CJK.search(window) is None:
+      # Backwards: the n tokens nearest `pos` are the first n of the reversed window, found
+      # in one or two matches (_n_tokens); the last one may go on past the window's left edge
+      # unless a character after it in the reversed window ends it.
       reverse = window[::-1]
-      match = _ascii_tokens(n, True).match(reverse)
-      start = match.end() if match else _ascii_tokens(n, False).match(reverse).end()
+      match = _n_tokens(n, True, ascii_only).match(reverse)
+      start = match.end() if match else _n_tokens(n, False, ascii_only).match(reverse).end()
       if lo == floor or (match and start < len(reverse)):
         return pos - start
-      width *= 2
-      continue
-    if _CJK.search(window) is None:
-      search = _TOKEN.search
-      reverse = window[::-1]
-      found = start = 0
-      while found < n:
-        match = search(reverse, start)
-        if match is None:
-          break
-        found += 1
-        start = match.end()
-      # reverse[:start] holds the `found` tokens nearest `pos`; the last one may go on past
-      # the window's left edge unless a character after it in `reverse` ends it.
-      if lo == floor or (found == n and start < len(reverse)):
-        return pos - start if found else pos
     else:
       # Forwards: a token at the window's left edge may be cut off; any later one is whole.
       # (A narrower window without CJK that the backward read found too short is too short
@@ -265,15 +271,20 @@ def _right_cut(text: str, pos: int, ceiling: int, n: int, stop_at_newline: bool)
   """End offset of the n-th token right of `pos` in text[pos:ceiling].
 
   When text[pos:ceiling] (cut at its first newline if `stop_at_newline`) holds fewer than n
-  tokens: the end of its last token, or `pos` when it holds none. n searches from `pos`: only
-  the tokens kept are matched (issue 17).
+  tokens: the end of its last token, or `pos` when it holds none. Only the tokens kept are
+  matched: one match of n tokens (_n_tokens) where they hold no CJK character, else n
+  searches from `pos` (issue 17).
   """
   if stop_at_newline:
     newline = text.find("\n", pos, ceiling)
     if newline >= 0:
       ceiling = newline
-  if text[pos:ceiling].isascii():  # the n searches below in one match (_ascii_tokens)
-    return _ascii_tokens(n, False).match(text, pos, ceiling).end()
+  # The n searches below in one match (_n_tokens), kept where the text it took has no CJK.
+  if text[pos:ceiling].isascii():
+    return _n_tokens(n, False, True).match(text, pos, ceiling).end()
+  end = _n_tokens(n, False, False).match(text, pos, ceiling).end()
+  if _CJK.search(text, pos, end) is None:
+    return end
   search = _TOKEN.search
   end = pos
   for _ in range(n):

@@ -4,9 +4,11 @@ Real text from ../shared/data/otherwiki/{ja,bn,mr,el}wiki-*.
 """
 
 import random
+import re
 
 from dense_entity.kb import mention_features as mention_features_lib
 from dense_entity.kb import schema
+from dense_entity.kb import script_ranges
 from dense_entity.kb.mention_features import mention_features, sentence_spans
 
 
@@ -127,6 +129,88 @@ def test_ascii_context_cuts_in_one_match_are_those_of_the_whole_line():
   for _ in range(4000):
     text = "".join(rng.choice(alphabet) if rng.random() < 0.95 else "w" * 80
                    for _ in range(rng.randrange(1, 60)))
+    pos = rng.randrange(0, len(text) + 1)
+    end = rng.randrange(pos, len(text) + 1)
+    floor = rng.randrange(0, pos + 1)
+    ceiling = rng.randrange(end, len(text) + 1)
+    n = rng.randrange(1, 9)
+    want = _reference_cuts(text, floor, pos, end, ceiling, n)
+    got = (mention_features_lib._left_cut(text, floor, pos, n, stop_at_newline=True),  # pylint: disable=protected-access
+           mention_features_lib._right_cut(text, end, ceiling, n, stop_at_newline=True))  # pylint: disable=protected-access
+    assert got == want, (text, floor, pos, end, ceiling, n)
+
+
+def _all_code_points():
+  return "".join(chr(c) for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF)
+
+
+def test_class_patterns_match_the_characters_of_their_plain_classes():
+  """script_ranges.py_class_pattern (the ranges up to U+FFFF in one class, those beyond tried
+  only for a character beyond U+FFFF) matches exactly the characters of the one plain class
+  it replaces, over every code point: the marks (with ZWJ/ZWNJ), Han, the kana, all of CJK."""
+  text = _all_code_points()
+  cases = [(script_ranges.MARK_RANGES, script_ranges.ZERO_WIDTH_JOINERS),
+           (script_ranges.CJK_HAN, ""), (script_ranges.CJK_HIRAGANA, ""),
+           (script_ranges.CJK_KATAKANA, ""), (script_ranges.CJK_ALL, ""), ((), "ab")]
+  for ranges, extra in cases:
+    plain = re.compile(f"[{script_ranges.py_class(ranges)}{extra}]")
+    fast = re.compile(script_ranges.py_class_pattern(ranges, extra))
+    want = [m.start() for m in plain.finditer(text)]
+    assert want, ranges
+    assert [m.start() for m in fast.finditer(text)] == want, ranges
+  # A range across U+FFFF is split there, both halves kept.
+  fast = re.compile(script_ranges.py_class_pattern([(0xFFF0, 0x10010)]))
+  assert [len(fast.findall(c)) for c in ("\ufff0", "\uffff", "\U00010000", "\U00010010",
+                                          "\U00010011", "\uffef")] == [1, 1, 1, 1, 0, 0]
+
+
+def _plain_token_pattern():
+  """_TOKEN as it was spelled before issue 17: each class one plain class (its marks' 299
+  ranges scanned one by one for every character tested)."""
+  sr = script_ranges
+  marks = sr.PY_MARKS + sr.ZERO_WIDTH_JOINERS
+  hiragana, katakana = sr.py_class(sr.CJK_HIRAGANA), sr.py_class(sr.CJK_KATAKANA)
+  return re.compile(f"[{sr.py_class(sr.CJK_HAN)}][{marks}]*"
+                    f"|[{hiragana}][{hiragana}{marks}]*"
+                    f"|[{katakana}][{katakana}{marks}]*"
+                    f"|(?:[^\\W_{sr.py_class(sr.CJK_ALL)}]|[{marks}])+|[^\\w\\s]|_")
+
+
+def test_token_pattern_splits_as_the_plain_class_spelling_on_every_code_point():
+  """_TOKEN with fast classes gives the tokens of its plain spelling: every code point after a
+  letter; 30,000 random ones alone, before a letter, after a Han ideograph, a kana and a mark,
+  before a mark; and random strings."""
+  plain, token = _plain_token_pattern(), mention_features_lib._TOKEN  # pylint: disable=protected-access
+  rng = random.Random(41)
+  code_points = [c for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF]
+  some = "".join(map(chr, rng.sample(code_points, 30000)))
+  for fmt, text in (("a{}", _all_code_points()), ("{}", some), ("{}a", some), ("日{}", some),
+                    ("か{}", some), ("カ{}", some), ("a\u0301{}", some), ("{}\u0301", some),
+                    ("{}\U0001D165", some)):
+    joined = " ".join(fmt.format(c) for c in text)
+    assert [m.span() for m in token.finditer(joined)] == [
+        m.span() for m in plain.finditer(joined)], fmt
+  for _ in range(3000):
+    s = "".join(chr(rng.choice(code_points)) if rng.random() < 0.3
+                else rng.choice("ab  \u0301\u093f\u200d_.日か\U00020000\U0001B001")
+                for _ in range(rng.randrange(1, 30)))
+    assert [m.span() for m in token.finditer(s)] == [m.span() for m in plain.finditer(s)], s
+
+
+def test_non_ascii_context_cuts_in_one_match_are_those_of_the_whole_line():
+  """Windows that are not ASCII but hold no CJK character take their cuts from one or two
+  matches of n atomic tokens (_n_tokens); the right cut keeps its match only where the text
+  it took has no CJK. The same cuts as tokenizing the whole line: random text of words in
+  several scripts, marks alone and inside words (a mark before any letter, which a search
+  could read as a word or as punctuation), ZWJ, '_', symbols and digits of other scripts,
+  characters beyond U+FFFF, CJK next to other words, fewer tokens than n."""
+  rng = random.Random(43)
+  alphabet = (list("Jürgen Αθήνα; Москва́ — খ্রিষ্টাব্দে भरण्यासाठी") + [
+      "\u0301", "\u093f", "\u200d", "\u200c", "_", "²", "٣", "\U0001D400", "\U0001D165",
+      "\U00010000", "日", "か", "カ", "\U00020000", "\n", " ", " ", "\u00a0", "\u2003", "w" * 70,
+      "Ω" * 70, "(", "،", "¿"])
+  for _ in range(4000):
+    text = "".join(rng.choice(alphabet) for _ in range(rng.randrange(1, 60)))
     pos = rng.randrange(0, len(text) + 1)
     end = rng.randrange(pos, len(text) + 1)
     floor = rng.randrange(0, pos + 1)

@@ -202,8 +202,9 @@ def test_context_of_text_without_spaces_is_bounded_not_the_whole_line():
 
 
 def test_sentence_offsets_are_blingfires_with_reused_buffers(monkeypatch):
-  # The fast sentence split gives blingfire's own offsets, on ASCII and multi-byte lines, a NUL
-  # inside a line, and lines longer than the buffers kept per thread; and a line split after a
+  # The fast sentence split gives blingfire's own offsets, on ASCII and multi-byte lines (one
+  # of many sentences with characters of 1 to 4 bytes), a NUL inside a line, and lines longer
+  # than the buffers kept per thread; and a line split after a
   # longer one (whose sentences and offsets are still in the kept buffers), or after the kept
   # buffers were filled with newlines and junk offsets, gives the same as a fresh process.
   import ctypes  # pylint: disable=g-import-not-at-top
@@ -216,7 +217,9 @@ def test_sentence_offsets_are_blingfires_with_reused_buffers(monkeypatch):
                        range(40))
   lines = [long_line, "Short. Two.", "Ümlaut Park lies east. Ça va? Oui! Fenmoor hills.",
            long_line[:280], "a\x00b. c d. e", "Nur ein Satz", "  Leading space. Then more.  ",
-           "中文句子。第二句。", long_line[:150], "x"]
+           "中文句子。第二句。", long_line[:150], "x",
+           # Many sentences of 1- to 4-byte characters: offsets mapped stretch by stretch.
+           " ".join(f"Το σύνταγμα {i} ισχύει. Ça 🙂 va? Дa! 中文句子。" for i in range(30))]
   buffers = mention_features_lib._SENTENCE_BUFFERS  # pylint: disable=protected-access
   for line in lines + lines[::-1]:
     assert offsets(line) == blingfire.text_to_sentences_and_offsets(line)[1], line[:40]
