@@ -741,7 +741,9 @@ def check_unclosed(wikitext: str, max_work: int = MAX_UNCLOSED_WORK) -> None:
 def parse_nodes(wikitext: str, skip_style_tags: bool = False,
                 opaque_tags: FrozenSet[str] = frozenset()) -> Nodes:
   """mwparserfromhell.parse(wikitext, skip_style_tags=...)'s tree as light nodes (the module
-  docstring): source(nodes) == wikitext.
+  docstring): source(nodes) == wikitext, up to a NUL character: mwparserfromhell's C tokenizer
+  reads one as the end of the text, so the text after it is in neither tree ('a\\x00b' gives
+  'a'; an XML dump cannot hold a NUL).
 
   Args:
     wikitext: the text to parse.

@@ -212,6 +212,15 @@ def test_a_different_tree_is_noticed():
                                           mwparserfromhell.parse("[[a|b]]"))
 
 
+def test_a_nul_ends_the_text_in_both_trees():
+  # mwparserfromhell's C tokenizer reads a NUL as the end of the text (parse_nodes' docstring):
+  # the light tree holds what mwparserfromhell.parse's holds, the text before it.
+  for text, before in (("a\x00b [[x]]", "a"), ("[[x|y\x00z]] w", "[[x|y"), ("\x00[[x]]", "")):
+    light, tree = mw_tree.parse_nodes(text), mwparserfromhell.parse(text)
+    assert mw_tree.source(light) == str(tree) == before
+    assert mw_tree.same_as_mwparserfromhell(light, tree)
+
+
 def test_without_the_light_builder_mwparserfromhells_own_tree_is_converted(monkeypatch):
   # Another mwparserfromhell whose builder fails the self-check: parse_nodes converts
   # mwparserfromhell.parse's tree, the same nodes.
