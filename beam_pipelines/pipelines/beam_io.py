@@ -797,36 +797,13 @@ def relax_garbage_collection() -> None:
   gc.set_threshold(*GC_THRESHOLDS)
 
 
-@contextlib.contextmanager
-def collector_paused() -> Iterator[None]:
-  """Turns the cyclic garbage collector off in this process while the block runs, and back on
-  after it (only if it was on), whatever the block raises; reference counting still frees
-  every object without a reference cycle as soon as it is dropped.
-
-  For the extraction's run on Beam's local runner in memory, where every step runs in this
-  process: the elements decoded there (packs of tuples of strings) hold no reference cycles,
-  yet each young collection still traverses every one alive, and with the relaxed thresholds
-  (relax_garbage_collection) the 76 young collections of the 14 dumps' extraction took 1.1 s
-  and freed 2,482 objects (issue 17). The worker processes of an OrderedPool started inside
-  turn it back on (init_pool_worker)."""
-  was_enabled = gc.isenabled()
-  gc.disable()
-  try:
-    yield
-  finally:
-    if was_enabled:
-      gc.enable()
-
-
 def init_pool_worker(gc_thresholds: Optional[Tuple[int, int, int]] = GC_THRESHOLDS,
                      initializer: Optional[Callable[..., None]] = None,
                      initargs: tuple = ()) -> None:
   """Initializer of an OrderedPool's worker process: the cyclic garbage collector set as in
   the step's own process (gc.freeze: in a forked worker, the objects it inherits, which a
-  collection would otherwise touch and so copy, stay out of reach; then `gc_thresholds`; on,
-  also when forked from a process in collector_paused), then initializer(*initargs), the
-  step's own."""
-  gc.enable()
+  collection would otherwise touch and so copy, stay out of reach; then `gc_thresholds`),
+  then initializer(*initargs), the step's own."""
   gc.freeze()
   if gc_thresholds:
     gc.set_threshold(*gc_thresholds)

@@ -1476,13 +1476,10 @@ def run(input_patterns: Sequence[str], output_dir: str,
     write_staging_owner(staging)
     # Beam's introspection once per object, built and run; in memory, the small whole dumps
     # decompressed in one thread per parse process (as many as cores) from while the pipeline
-    # is built (dumps.read_ahead), and no cyclic garbage collection in this process, which runs
-    # every step (beam_io.collector_paused).
+    # is built (dumps.read_ahead).
     with beam_io.introspect_once(), read_ahead.decompressed_ahead(
         read_ahead_paths(checked["site_infos"], multistream_index, detect_multistream_index,
-                         pipeline_options), threads=max(1, parse_processes)), (
-                             beam_io.collector_paused() if runs_in_memory(pipeline_options)
-                             else contextlib.nullcontext()):
+                         pipeline_options), threads=max(1, parse_processes)):
       pipeline = beam.Pipeline(options=pipeline_options)
       build_pipeline(pipeline, list(input_patterns), staging,
                      heldout_fraction=heldout_fraction, descriptions=descriptions,

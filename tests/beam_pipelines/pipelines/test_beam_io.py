@@ -562,44 +562,6 @@ def test_an_ordered_pool_sets_its_workers_up_then_gives_results_in_submission_or
   assert results == [(i, beam_io.GC_THRESHOLDS, "set up") for i in range(7)]
 
 
-def _collector_enabled(tag):
-  import gc  # pylint: disable=g-import-not-at-top
-  return tag, gc.isenabled()
-
-
-@pytest.mark.parametrize("start_method", ["fork", "spawn"])
-def test_collector_paused_turns_the_collector_off_in_its_block_and_back_on_after(start_method):
-  """collector_paused: off inside, on after (also when the block raises), left off after when
-  it was off before; the workers of a pool started inside (forked: they inherit the state)
-  have it on."""
-  import gc  # pylint: disable=g-import-not-at-top
-  assert gc.isenabled()
-  with beam_io.collector_paused():
-    assert not gc.isenabled()
-    pool = beam_io.OrderedPool(2, start_method)
-    try:
-      for i in range(4):
-        pool.submit(_collector_enabled, i)
-      assert list(pool.results(wait_all=True)) == [(i, True) for i in range(4)]
-    finally:
-      pool.shutdown()
-    with beam_io.collector_paused():  # nested: still off after the inner block
-      assert not gc.isenabled()
-    assert not gc.isenabled()
-  assert gc.isenabled()
-  with pytest.raises(KeyError):
-    with beam_io.collector_paused():
-      raise KeyError("x")
-  assert gc.isenabled()
-  gc.disable()
-  try:
-    with beam_io.collector_paused():
-      pass
-    assert not gc.isenabled()  # off before: left off
-  finally:
-    gc.enable()
-
-
 def test_a_step_with_no_worker_process_is_refused():
   from beam_pipelines.pipelines import kb_merge  # pylint: disable=g-import-not-at-top
   with pytest.raises(ValueError, match="processes must be at least 1, got 0"):
