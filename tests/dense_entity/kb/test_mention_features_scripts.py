@@ -121,7 +121,7 @@ def test_context_cuts_match_tokenizing_the_whole_line_in_every_script():
 
 def test_ascii_context_cuts_in_one_match_are_those_of_the_whole_line():
   """The cuts of an ASCII window come from one or two matches of n possessive tokens
-  (_ascii_tokens), not n searches: the same cuts as tokenizing the whole line, with every
+  (_n_tokens), not n searches: the same cuts as tokenizing the whole line, with every
   ASCII character ('\\x1c'-'\\x1f' and '\\x0b' are whitespace), words longer than the first
   window, fewer tokens than n, and n from 1 to 8."""
   rng = random.Random(31)
