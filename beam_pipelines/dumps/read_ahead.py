@@ -8,9 +8,9 @@ known (bz2 decompresses without holding the GIL, so the threads use the cores th
 construction leaves, then those the reading step's XML parse leaves: extraction.run starts one
 thread per parse process, as many as cores; one thread took 3.4 s to read the 14 dumps, whose
 bz2 is 2.7 s of CPU, two 2.4 s, issue 17), and the reading step `take`s a file's bytes instead
-of decompressing it again. Only files that decompress whole and without error are handed out: a truncated or
-corrupt file is read the usual way, which reports its fault where it is. A file that changed
-since (size, modification time, device or inode) is not handed out either.
+of decompressing it again. Only files that decompress whole and without error are handed out:
+a truncated or corrupt file is read the usual way, which reports its fault where it is. A file
+that changed since (size, modification time, device or inode) is not handed out either.
 
 Nothing here outside the context: another process (a distributed runner's worker, Beam's
 multi_processing mode) finds nothing to take and reads as before. Memory is bounded by

@@ -1475,8 +1475,8 @@ def run(input_patterns: Sequence[str], output_dir: str,
   try:
     write_staging_owner(staging)
     # Beam's introspection once per object, built and run; in memory, the small whole dumps
-    # decompressed in one thread per parse process (as many as cores) from while the pipeline
-    # is built (dumps.read_ahead).
+    # decompressed in one thread per parse process (as many as cores), from the moment the
+    # inputs are checked, while the pipeline is built (dumps.read_ahead).
     with beam_io.introspect_once(), read_ahead.decompressed_ahead(
         read_ahead_paths(checked["site_infos"], multistream_index, detect_multistream_index,
                          pipeline_options), threads=max(1, parse_processes)):

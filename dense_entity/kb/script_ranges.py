@@ -80,14 +80,22 @@ def py_class_pattern(ranges: Ranges, extra: str = "") -> str:
   Russian text, the class of its 189 ranges up to U+FFFF 0.43 us (issue 17). Here the ranges
   up to U+FFFF form one class and those beyond are tried only for a character beyond U+FFFF.
   """
-  ranges = [(a, b) for first, last in ranges
-            for a, b in (((first, last),) if first > 0xFFFF or last <= 0xFFFF
-                         else ((first, 0xFFFF), (0x10000, last)))]
-  low = f"[{py_class([r for r in ranges if r[1] <= 0xFFFF])}{extra}]"
-  high = [r for r in ranges if r[0] > 0xFFFF]
+  low, high = _split_at_ffff(ranges)
+  low_class = f"[{py_class(low)}{extra}]"
   if not high:
-    return low
-  return f"(?:{low}|(?=[{_ASTRAL}])[{py_class(high)}])"
+    return low_class
+  return f"(?:{low_class}|(?=[{_ASTRAL}])[{py_class(high)}])"
+
+
+def _split_at_ffff(ranges: Ranges) -> Tuple[List[Tuple[int, int]], List[Tuple[int, int]]]:
+  """`ranges` as (those up to U+FFFF, those beyond), a range across U+FFFF cut there."""
+  low, high = [], []
+  for first, last in ranges:
+    if first <= 0xFFFF:
+      low.append((first, min(last, 0xFFFF)))
+    if last > 0xFFFF:
+      high.append((max(first, 0x10000), last))
+  return low, high
 
 
 def py_word_pattern(not_in_words: str = "") -> str:
@@ -98,11 +106,11 @@ def py_word_pattern(not_in_words: str = "") -> str:
   (less `not_in_words`). Shared by the mention contexts and BM25 (the featurizer's units)."""
   mark = py_class_pattern(MARK_RANGES, ZERO_WIDTH_JOINERS)
   hiragana, katakana = py_class_pattern(CJK_HIRAGANA), py_class_pattern(CJK_KATAKANA)
-  cjk_low = py_class([r for r in CJK_ALL if r[1] <= 0xFFFF])
-  cjk_high = py_class([r for r in CJK_ALL if r[0] > 0xFFFF])
+  cjk_low, cjk_high = map(py_class, _split_at_ffff(CJK_ALL))
   # \w less not_in_words and CJK: up to U+FFFF one class; beyond, \w not in CJK's ranges.
+  not_cjk_high = f"(?![{cjk_high}])" if cjk_high else ""
   word = (f"(?:[^\\W{not_in_words}{cjk_low}{_ASTRAL}]"
-          f"|(?=[{_ASTRAL}])(?![{cjk_high}])\\w)")
+          f"|(?=[{_ASTRAL}]){not_cjk_high}\\w)")
   return (f"{py_class_pattern(CJK_HAN)}{mark}*"
           f"|{hiragana}(?:{hiragana}|{mark})*"
           f"|{katakana}(?:{katakana}|{mark})*"
