@@ -56,6 +56,14 @@ def _n_tokens(n: int, exactly: bool, ascii_only: bool) -> "re.Pattern[str]":
   return re.compile(r"(?:\s*+(?>" + token + "))" + (f"{{{n}}}" if exactly else f"{{0,{n}}}"))
 
 
+# A character no token goes on over (whitespace, a Han ideograph, or a character that is neither
+# a word character nor a mark nor kana): the line's tokens and those of any text starting
+# before it are the same from it on (_left_cut).
+_TOKEN_BREAK = re.compile(
+    r"\s|" + script_ranges.py_class_pattern(script_ranges.CJK_HAN) + "|(?!" + "|".join(
+        script_ranges.py_class_pattern(ranges, extra) for ranges, extra in (
+            (script_ranges.MARK_RANGES, script_ranges.ZERO_WIDTH_JOINERS),
+            (script_ranges.CJK_HIRAGANA, ""), (script_ranges.CJK_KATAKANA, ""))) + r")[^\w\s]")
 _SPACE = re.compile(r"\s+")
 # A CJK character (Han, Hiragana, Katakana): a window holding one is tokenized forwards
 # (_left_cut).
@@ -256,14 +264,21 @@ def _left_cut(text: str, floor: int, pos: int, n: int, stop_at_newline: bool) ->
       if lo == floor or (match and start < len(reverse)):
         return pos - start
     else:
-      # Forwards: a token at the window's left edge may be cut off; any later one is whole.
-      # (A narrower window without CJK that the backward read found too short is too short
-      # here as well, so the doubling goes on from this width.)
+      # Forwards. Tokenized from `lo`, the window's tokens are the line's only from the first
+      # character no token goes on over (_TOKEN_BREAK) on: before it a token may be cut off,
+      # and the rest of it tokenized otherwise (a kana run's voicing mark U+3099 or prolonged
+      # sound mark U+30FC after a word or the other kana starts a token of its own at the
+      # window's edge, and the word or run after it one more). (A narrower window without CJK
+      # that the backward read found too short is too short here as well, so the doubling
+      # goes on from this width.)
       starts = [m.start() for m in _TOKEN.finditer(text, lo, pos)]
-      if len(starts) > n:
-        return starts[-n]
       if lo == floor:
         return starts[-n] if len(starts) >= n else starts[0] if starts else pos
+      first_break = _TOKEN_BREAK.search(text, lo, pos)
+      if first_break is not None:
+        whole = bisect.bisect_left(starts, first_break.start())
+        if len(starts) - whole >= n:
+          return starts[-n]
     width *= 2
 
 

@@ -81,10 +81,11 @@ def py_class_pattern(ranges: Ranges, extra: str = "") -> str:
   up to U+FFFF form one class and those beyond are tried only for a character beyond U+FFFF.
   """
   low, high = _split_at_ffff(ranges)
-  low_class = f"[{py_class(low)}{extra}]"
-  if not high:
-    return low_class
-  return f"(?:{low_class}|(?=[{_ASTRAL}])[{py_class(high)}])"
+  low_class = f"[{py_class(low)}{extra}]" if low or extra else ""
+  high_class = f"(?=[{_ASTRAL}])[{py_class(high)}]" if high else ""
+  if not (low_class and high_class):
+    return low_class or high_class or "[^\\s\\S]"  # nothing: a class no character is in
+  return f"(?:{low_class}|{high_class})"
 
 
 def _split_at_ffff(ranges: Ranges) -> Tuple[List[Tuple[int, int]], List[Tuple[int, int]]]:

@@ -151,13 +151,16 @@ def test_class_patterns_match_the_characters_of_their_plain_classes():
   text = _all_code_points()
   cases = [(script_ranges.MARK_RANGES, script_ranges.ZERO_WIDTH_JOINERS),
            (script_ranges.CJK_HAN, ""), (script_ranges.CJK_HIRAGANA, ""),
-           (script_ranges.CJK_KATAKANA, ""), (script_ranges.CJK_ALL, ""), ((), "ab")]
+           (script_ranges.CJK_KATAKANA, ""), (script_ranges.CJK_ALL, ""), ((), "ab"),
+           (((0x10000, 0x10010), (0x1F600, 0x1F64F)), ""), (((0x10000, 0x10010),), "ab")]
   for ranges, extra in cases:
     plain = re.compile(f"[{script_ranges.py_class(ranges)}{extra}]")
     fast = re.compile(script_ranges.py_class_pattern(ranges, extra))
     want = [m.start() for m in plain.finditer(text)]
     assert want, ranges
     assert [m.start() for m in fast.finditer(text)] == want, ranges
+  # No range and nothing extra: no character (a class that compiles).
+  assert not re.compile(script_ranges.py_class_pattern(())).search(text)
   # A range across U+FFFF is split there, both halves kept.
   fast = re.compile(script_ranges.py_class_pattern([(0xFFF0, 0x10010)]))
   assert [len(fast.findall(c)) for c in ("\ufff0", "\uffff", "\U00010000", "\U00010010",
@@ -220,3 +223,30 @@ def test_non_ascii_context_cuts_in_one_match_are_those_of_the_whole_line():
     got = (mention_features_lib._left_cut(text, floor, pos, n, stop_at_newline=True),  # pylint: disable=protected-access
            mention_features_lib._right_cut(text, end, ceiling, n, stop_at_newline=True))  # pylint: disable=protected-access
     assert got == want, (text, floor, pos, end, ceiling, n)
+
+
+def test_cjk_windows_count_only_tokens_after_a_break_at_their_edge():
+  """A window tokenized forwards from inside a token: a voicing mark U+3099 (a mark and
+  Hiragana) or a prolonged sound mark U+30FC (Hiragana and Katakana) at its edge starts a
+  token there, and the word or kana run after it one more, where the line has one token; the
+  window's tokens count only from the first character no token goes on over (found by a
+  fresh-clone check: these cuts were 11 before, the line's token starts at 0)."""
+  for text, want in (("a" * 10 + "\u3099" + "w" * 63, 0), ("カ" * 10 + "ー" + "カ" * 63, 0),
+                     ("カ" * 10 + "\u3099" + "カ" * 63, 0),
+                     ("か" * 10 + "ー" + "カ" * 63, 11)):  # a Hiragana run takes U+30FC
+    assert mention_features_lib._left_cut(text, 0, len(text), 1, stop_at_newline=True) == want  # pylint: disable=protected-access
+    assert _reference_cuts(text, 0, len(text), len(text), len(text), 1)[0] == want
+  text = "日本 " + "a" * 10 + "\u3099" + "w" * 63
+  assert mention_features_lib._left_cut(text, 0, len(text), 1, stop_at_newline=True) == 3  # pylint: disable=protected-access
+  assert mention_features_lib._left_cut(text, 0, len(text), 2, stop_at_newline=True) == 1  # pylint: disable=protected-access
+  rng = random.Random(47)
+  pieces = ["\u3099", "\u309a", "ー", "\u309b", "\u0301", "カ", "か", "日", "w", "_", " ", "。",
+            "w" * 58, "カ" * 58, "か" * 58, "日" * 30, "\U0001B001", "\u3000"]
+  for _ in range(3000):
+    text = "".join(rng.choice(pieces) for _ in range(rng.randrange(1, 14)))
+    pos = rng.randrange(0, len(text) + 1)
+    floor = rng.randrange(0, pos + 1)
+    n = rng.randrange(1, 7)
+    want = _reference_cuts(text, floor, pos, pos, pos, n)[0]
+    got = mention_features_lib._left_cut(text, floor, pos, n, stop_at_newline=True)  # pylint: disable=protected-access
+    assert got == want, (text, floor, pos, n)
