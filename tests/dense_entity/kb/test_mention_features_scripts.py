@@ -95,6 +95,19 @@ def _reference_cuts(text, floor, pos, end, ceiling, n):
   return left, right
 
 
+def _assert_random_cuts_match_reference(rng, text, n):
+  """_left_cut and _right_cut of a random span, floor and ceiling of `text` are the cuts of
+  tokenizing the whole line (_reference_cuts)."""
+  pos = rng.randrange(0, len(text) + 1)
+  end = rng.randrange(pos, len(text) + 1)
+  floor = rng.randrange(0, pos + 1)
+  ceiling = rng.randrange(end, len(text) + 1)
+  want = _reference_cuts(text, floor, pos, end, ceiling, n)
+  got = (mention_features_lib._left_cut(text, floor, pos, n, stop_at_newline=True),  # pylint: disable=protected-access
+         mention_features_lib._right_cut(text, end, ceiling, n, stop_at_newline=True))  # pylint: disable=protected-access
+  assert got == want, (text, floor, pos, end, ceiling, n)
+
+
 def test_context_cuts_match_tokenizing_the_whole_line_in_every_script():
   """Issue 17: the left cut reads its window backwards (n searches in the reversed window,
   doubled until its n-th token is whole) and the right cut makes n searches; CJK windows
@@ -108,15 +121,7 @@ def test_context_cuts_match_tokenizing_the_whole_line_in_every_script():
   for _ in range(1500):
     text = "".join(rng.choice(pieces) + rng.choice(["", " ", " ", "\n"])
                    for _ in range(rng.randrange(1, 40)))
-    pos = rng.randrange(0, len(text) + 1)
-    end = rng.randrange(pos, len(text) + 1)
-    floor = rng.randrange(0, pos + 1)
-    ceiling = rng.randrange(end, len(text) + 1)
-    n = rng.choice([1, 2, 5, 7])
-    want = _reference_cuts(text, floor, pos, end, ceiling, n)
-    got = (mention_features_lib._left_cut(text, floor, pos, n, stop_at_newline=True),  # pylint: disable=protected-access
-           mention_features_lib._right_cut(text, end, ceiling, n, stop_at_newline=True))  # pylint: disable=protected-access
-    assert got == want, (text, floor, pos, end, ceiling, n)
+    _assert_random_cuts_match_reference(rng, text, rng.choice([1, 2, 5, 7]))
 
 
 def test_ascii_context_cuts_in_one_match_are_those_of_the_whole_line():
@@ -129,15 +134,7 @@ def test_ascii_context_cuts_in_one_match_are_those_of_the_whole_line():
   for _ in range(4000):
     text = "".join(rng.choice(alphabet) if rng.random() < 0.95 else "w" * 80
                    for _ in range(rng.randrange(1, 60)))
-    pos = rng.randrange(0, len(text) + 1)
-    end = rng.randrange(pos, len(text) + 1)
-    floor = rng.randrange(0, pos + 1)
-    ceiling = rng.randrange(end, len(text) + 1)
-    n = rng.randrange(1, 9)
-    want = _reference_cuts(text, floor, pos, end, ceiling, n)
-    got = (mention_features_lib._left_cut(text, floor, pos, n, stop_at_newline=True),  # pylint: disable=protected-access
-           mention_features_lib._right_cut(text, end, ceiling, n, stop_at_newline=True))  # pylint: disable=protected-access
-    assert got == want, (text, floor, pos, end, ceiling, n)
+    _assert_random_cuts_match_reference(rng, text, rng.randrange(1, 9))
 
 
 def _all_code_points():
@@ -214,15 +211,7 @@ def test_non_ascii_context_cuts_in_one_match_are_those_of_the_whole_line():
       "Ω" * 70, "(", "،", "¿"])
   for _ in range(4000):
     text = "".join(rng.choice(alphabet) for _ in range(rng.randrange(1, 60)))
-    pos = rng.randrange(0, len(text) + 1)
-    end = rng.randrange(pos, len(text) + 1)
-    floor = rng.randrange(0, pos + 1)
-    ceiling = rng.randrange(end, len(text) + 1)
-    n = rng.randrange(1, 9)
-    want = _reference_cuts(text, floor, pos, end, ceiling, n)
-    got = (mention_features_lib._left_cut(text, floor, pos, n, stop_at_newline=True),  # pylint: disable=protected-access
-           mention_features_lib._right_cut(text, end, ceiling, n, stop_at_newline=True))  # pylint: disable=protected-access
-    assert got == want, (text, floor, pos, end, ceiling, n)
+    _assert_random_cuts_match_reference(rng, text, rng.randrange(1, 9))
 
 
 def test_cjk_windows_count_only_tokens_after_a_break_at_their_edge():
