@@ -39,8 +39,7 @@ _ASCII_TOKEN = re.compile(r"[A-Za-z0-9]+|[^\w\s]|_")
 
 # The same tokens on text without CJK characters (no Han ideograph, Hiragana or Katakana: every
 # word is a run of word characters and marks), as a run of \w less '_' and marks.
-_NON_CJK_TOKEN = (r"(?:[^\W_]++|" + script_ranges.py_class_pattern(
-    script_ranges.MARK_RANGES, script_ranges.ZERO_WIDTH_JOINERS) + r")++|[^\w\s]|_")
+_NON_CJK_TOKEN = r"(?:[^\W_]++|" + script_ranges.PY_MARK + r")++|[^\w\s]|_"
 
 
 @functools.lru_cache(maxsize=64)
@@ -60,10 +59,9 @@ def _n_tokens(n: int, exactly: bool, ascii_only: bool) -> "re.Pattern[str]":
 # a word character nor a mark nor kana): the line's tokens and those of any text starting
 # before it are the same from it on (_left_cut).
 _TOKEN_BREAK = re.compile(
-    r"\s|" + script_ranges.py_class_pattern(script_ranges.CJK_HAN) + "|(?!" + "|".join(
-        script_ranges.py_class_pattern(ranges, extra) for ranges, extra in (
-            (script_ranges.MARK_RANGES, script_ranges.ZERO_WIDTH_JOINERS),
-            (script_ranges.CJK_HIRAGANA, ""), (script_ranges.CJK_KATAKANA, ""))) + r")[^\w\s]")
+    r"\s|" + script_ranges.py_class_pattern(script_ranges.CJK_HAN) + "|(?!" + "|".join((
+        script_ranges.PY_MARK, script_ranges.py_class_pattern(script_ranges.CJK_HIRAGANA),
+        script_ranges.py_class_pattern(script_ranges.CJK_KATAKANA))) + r")[^\w\s]")
 _SPACE = re.compile(r"\s+")
 # A CJK character (Han, Hiragana, Katakana): a window holding one is tokenized forwards
 # (_left_cut).

@@ -99,13 +99,18 @@ def _split_at_ffff(ranges: Ranges) -> Tuple[List[Tuple[int, int]], List[Tuple[in
   return low, high
 
 
+# One combining mark or ZWJ/ZWNJ (the characters that go on inside a word of any script), as a
+# Python `re` pattern (py_class_pattern).
+PY_MARK = py_class_pattern(MARK_RANGES, ZERO_WIDTH_JOINERS)
+
+
 def py_word_pattern(not_in_words: str = "") -> str:
   """Python `re` alternatives for one word token in any script: a Han ideograph, a run of
   Hiragana, a run of Katakana (each with their combining marks), or a run of other word
   characters (\\w, less `not_in_words` and CJK) with combining marks and ZWJ/ZWNJ inside it, so
   an Indic word is never cut after a base letter. Text without CJK or marks: the runs of \\w+
   (less `not_in_words`). Shared by the mention contexts and BM25 (the featurizer's units)."""
-  mark = py_class_pattern(MARK_RANGES, ZERO_WIDTH_JOINERS)
+  mark = PY_MARK
   hiragana, katakana = py_class_pattern(CJK_HIRAGANA), py_class_pattern(CJK_KATAKANA)
   cjk_low, cjk_high = map(py_class, _split_at_ffff(CJK_ALL))
   # \w less not_in_words and CJK: up to U+FFFF one class; beyond, \w not in CJK's ranges.
