@@ -4,6 +4,7 @@ import bz2
 import glob
 import json
 import os
+import random
 import re
 import shutil
 import subprocess
@@ -774,8 +775,34 @@ def test_mention_records_of_a_bundle_leave_in_packs(monkeypatch):
   rows = combine.extract_output(combine.merge_accumulators(halves))
   assert sorted(rows) == sorted((a, t, n) for (a, t), n in want_aliases.items())
   assert combine.extract_output(combine.create_accumulator()) == []
-  # The pipeline's sum of the gathered packs (one key, the packs in any order).
-  assert sorted(extract.sum_alias_counts((None, iter(alias_packs[::-1])))) == sorted(rows)
+  # The pipeline's sum of the gathered packs (one key, the packs in any order), and its lines.
+  summed = extract.sum_alias_counts((None, iter(alias_packs[::-1])))
+  assert summed == {extract.alias_count_key(a, t): n for (a, t), n in want_aliases.items()}
+  assert extract.alias_table_lines([summed]) == [
+      f"{a}\t{t}\t{n}\n" for a, t, n in sorted(rows)]
+
+
+def test_alias_table_lines_are_the_sorted_rows():
+  """alias_table_lines sorts lines as strings only where that is the order of the rows
+  (alias key, entity title, count) that format_tsv sorts: keys that hold a character below
+  TAB or a TAB in the title are sorted as rows (the string sort puts 'a\\x01b' before 'a',
+  and 'b\\t1' after 'b' by the count's digit)."""
+  rng = random.Random(17)
+  alphabet = ["a", "b", " ", "é", "\x01", "\t", "0", "9", "~"]
+  for trial in range(300):
+    rows = {}
+    for _ in range(rng.randrange(1, 30)):
+      alias = "".join(rng.choice(alphabet[:5] if trial % 2 else alphabet[:4] + ["~"])
+                      for _ in range(rng.randrange(0, 4)))
+      title = "".join(rng.choice(alphabet) for _ in range(rng.randrange(0, 4)))
+      rows[(alias, title)] = rng.randrange(1, 200)
+    want = beam_io.format_tsv([(a, t, n) for (a, t), n in rows.items()])
+    sums = [{extract.alias_count_key(a, t): n for (a, t), n in rows.items()}]
+    assert "".join(extract.alias_table_lines(sums)) == want, rows
+  # Several sums are merged; none is an empty table.
+  assert extract.alias_table_lines([{"a\tA": 1}, {"a\tA": 2, "b\tB": 1}]) == [
+      "a\tA\t3\n", "b\tB\t1\n"]
+  assert extract.alias_table_lines([]) == []
 
 
 def test_fingerprint_is_stable():
