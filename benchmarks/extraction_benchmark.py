@@ -34,9 +34,13 @@ Then pages of 2,000, 4,000 and 10,000 unclosed template openers: parse seconds (
 them: mwparserfromhell's tokenizer), or the seconds until parse_article refuses the page
 (parsers.mw_tree.check_unclosed).
 
+With --repeats=N every method runs N times, in rounds (each method once a round, so that a
+slower spell of a shared machine falls on all of them); the table gives the median work and
+wall seconds of each (and the largest memory), and each run's work seconds follow it.
+
 Usage (from the repository root):
   python -m benchmarks.extraction_benchmark [--files=GLOB[,GLOB]] [--methods=...]
-      [--long_page_mb=0.5,5]
+      [--long_page_mb=0.5,5] [--repeats=1]
 """
 
 import gc
@@ -212,6 +216,22 @@ def run_method(name: str, files: Sequence[str], sample_s: float) -> Dict[str, fl
   return result
 
 
+def median_run(runs: Sequence[Dict[str, float]]) -> Dict[str, float]:
+  """One method's figures over repeated runs (run_method's dicts): the median of the work and
+  of the wall seconds (the lower middle value of an even count), the largest of each memory
+  figure, the counts (the same every run) of the first."""
+  def median(key):
+    values = sorted(r[key] for r in runs)
+    return values[(len(values) - 1) // 2]
+
+  combined = dict(runs[0])
+  combined["seconds"] = median("seconds")
+  combined["wall_s"] = median("wall_s")
+  for key in ("max_rss_mib", "tree_rss_mib"):
+    combined[key] = max(r[key] for r in runs)
+  return combined
+
+
 def count_pages(files: Sequence[str]) -> Tuple[int, int]:
   """(pages, compressed bytes) of the input files."""
   from beam_pipelines.dumps import xml_dump  # pylint: disable=g-import-not-at-top
@@ -331,14 +351,26 @@ def main(argv):
         f"({os.cpu_count()} CPUs)")
   for path in files:
     print(f"  {os.path.relpath(path, REPO_ROOT)}")
-  results = {}
-  for name in [m for m in FLAGS.methods.split(",") if m]:
-    print(f"running {name} ...", flush=True)
-    results[name] = run_method(name, files, FLAGS.sample_s)
-    if results[name]["pages_read"] >= 0 and results[name]["pages_read"] != pages:
-      print(f"  note: {name} read {results[name]['pages_read']} pages")
+  if FLAGS.repeats < 1:
+    raise app.UsageError(f"--repeats must be at least 1, got {FLAGS.repeats}")
+  names = [m for m in FLAGS.methods.split(",") if m]
+  runs: Dict[str, List[Dict[str, float]]] = {name: [] for name in names}
+  for repeat in range(FLAGS.repeats):
+    for name in names:
+      print(f"running {name} ..." if FLAGS.repeats == 1
+            else f"running {name} ({repeat + 1}/{FLAGS.repeats}) ...", flush=True)
+      result = run_method(name, files, FLAGS.sample_s)
+      runs[name].append(result)
+      if repeat == 0 and result["pages_read"] >= 0 and result["pages_read"] != pages:
+        print(f"  note: {name} read {result['pages_read']} pages")
+  results = {name: median_run(method_runs) for name, method_runs in runs.items()}
   print()
   print(format_table(results, pages))
+  if FLAGS.repeats > 1:
+    print(f"\nwork s of each run ({FLAGS.repeats} rounds, every method once a round, in the "
+          "order above; the table: medians of work and wall seconds, the largest memory):")
+    for name, method_runs in runs.items():
+      print(f"  {name:<24}" + " / ".join(f"{r['seconds']:.2f}" for r in method_runs))
   print("\npages/s: input pages / work s (the same pages for every method). links: ours = "
         "mentions kept (main-namespace links, with offsets); wikiextractor = '<a href' in its "
         "output (--links). x WE-np: pages/s ratio ours / wikiextractor --processes n; links "
@@ -362,6 +394,9 @@ if __name__ == "__main__":
   flags.DEFINE_string("long_page_mb", "0.5,5", "Comma-separated sizes (MB) of generated "
                       "long pages timed after the table; empty for none.")
   flags.DEFINE_float("sample_s", 0.05, "Seconds between samples of the process tree's RSS.")
+  flags.DEFINE_integer("repeats", 1, "Rounds of runs, every method once a round (interleaved, so "
+                       "that a slower spell of the machine falls on all methods); the table "
+                       "gives each method's median work and wall seconds.")
   flags.DEFINE_string("worker", None, "Internal: run one method's work in this process.")
   flags.DEFINE_string("worker_arg", None, "Internal: the worker's argument.")
   entry.run(main, "python -m benchmarks.extraction_benchmark")
