@@ -112,3 +112,11 @@ def test_the_extraction_does_not_import_tensorflow():
   out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                        check=True).stdout
   assert out.strip() == "[]"
+
+
+def test_varint_is_protobufs():
+  """records._varint (a table up to 2**14, a loop above) gives protobuf's own varint bytes."""
+  from google.protobuf.internal import encoder  # pylint: disable=g-import-not-at-top
+  values = list(range(0x4000 + 300)) + [2**21 - 1, 2**21, 2**28 + 5, 2**35, 2**63 - 1]
+  for n in values:
+    assert records._varint(n) == encoder._VarintBytes(n), n  # pylint: disable=protected-access
