@@ -701,44 +701,6 @@ def tfrecord_chunks(records: Iterable[bytes], chunk_bytes: int = 1 << 22) -> Ite
     yield b"".join(parts)
 
 
-def write_in_thread(f, chunks: Iterable[bytes], pending: int = 2) -> None:
-  """Writes `chunks` to the open file `f`, in order, in a thread of their own, while the next
-  ones are made here: a file's write (the copy into the page cache, a GCS upload) holds no
-  GIL, so it runs on a core this process's Python leaves (the 14 dumps' 363 MB of mention
-  records: 0.4 s of writes, in the serial end of a run on the local runner, issue 17). At
-  most `pending` chunks wait for the thread at a time (memory: that many chunks). The first
-  write that fails raises here, and no later chunk is written.
-
-  Raises:
-    ValueError: `pending` below 1.
-  """
-  if pending < 1:
-    raise ValueError(f"pending must be at least 1, got {pending}")
-  failed = []
-
-  def write(chunk):
-    if failed:  # a write before this one failed: nothing after it
-      return
-    try:
-      f.write(chunk)
-    except BaseException:
-      failed.append(True)
-      raise
-
-  with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="FileWrite") as writer:
-    waiting = collections.deque()
-    try:
-      for chunk in chunks:
-        if len(waiting) >= pending:
-          waiting.popleft().result()
-        waiting.append(writer.submit(write, chunk))
-      while waiting:
-        waiting.popleft().result()
-    finally:
-      for future in waiting:
-        future.cancel()
-
-
 _SORT_KEY = operator.itemgetter(0)
 
 
@@ -1039,7 +1001,8 @@ class WriteShardedTFRecords(beam.PTransform):
       # Beam's file systems (local, gs://, ...); the bytes of tf.io.TFRecordWriter's.
       path = shard_path(shard, n)
       with FileSystems.create(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
-        write_in_thread(f, tfrecord_chunks(value for _, value in rows))
+        for chunk in tfrecord_chunks(value for _, value in rows):
+          f.write(chunk)
       written.inc(len(rows))
       return path, len(rows)
 

@@ -596,33 +596,3 @@ def test_sorted_records_is_the_pairs_sort_with_and_without_repeated_keys():
       assert beam_io.sorted_records(iter(packs)) == sorted(rows)
   assert beam_io.sorted_records([]) == [] and beam_io.sorted_records([[("a", b"")]]) == [("a", b"")]
 
-
-def test_write_in_thread_writes_in_order_and_stops_at_a_failed_write(tmp_path):
-  """write_in_thread writes every chunk in order from a thread of its own; a write that fails
-  raises in the caller and no chunk after it is written."""
-  import io  # pylint: disable=g-import-not-at-top
-  import threading  # pylint: disable=g-import-not-at-top
-  import time  # pylint: disable=g-import-not-at-top
-  chunks = [bytes([i]) * (i + 1) for i in range(50)]
-  path = tmp_path / "chunks.bin"
-  with open(path, "wb") as f:
-    beam_io.write_in_thread(f, iter(chunks), pending=3)
-  assert path.read_bytes() == b"".join(chunks)
-
-  class Failing(io.BytesIO):
-    threads = set()
-
-    def write(self, data):
-      self.threads.add(threading.get_ident())
-      if data == chunks[10]:
-        time.sleep(0.02)  # the next chunks are handed to the thread meanwhile
-        raise OSError("disk full")
-      return super().write(data)
-
-  failing = Failing()
-  with pytest.raises(OSError, match="disk full"):
-    beam_io.write_in_thread(failing, iter(chunks), pending=2)
-  assert failing.getvalue() == b"".join(chunks[:10])
-  assert threading.get_ident() not in Failing.threads
-  with pytest.raises(ValueError, match="pending"):
-    beam_io.write_in_thread(failing, iter(chunks), pending=0)
