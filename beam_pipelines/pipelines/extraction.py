@@ -453,8 +453,9 @@ class ParsePageFn(beam.DoFn):
   bundle), and the results come back and are emitted in page order, so that the outputs are
   byte-identical to an inline parse (processes=1). This is how one local in-memory run uses
   several cores (Beam's multi_processing mode loses values on large inputs, issue 17); on a
-  distributed runner, whose workers already run one process per core, leave it at 1. A worker process that dies
-  fails the step (concurrent.futures' BrokenProcessPool), never silently drops pages.
+  distributed runner, whose workers already run one process per core, leave it at 1. A
+  worker process that dies fails the step (concurrent.futures' BrokenProcessPool), never
+  silently drops pages.
 
   Args:
     max_page_chars: longer pages are reported and skipped.
@@ -615,8 +616,8 @@ class MentionRecordsFn(beam.DoFn):
   records.mention_record: the entity's encoded features (made once per entity) and the
   mention's own. An alias count's key is one string, not an (alias, title) tuple: a dict of
   strings and ints is no work for Python's cyclic garbage collector, which visited the
-  tuples of the 14 dumps' 265,082 keys (and the rows made of them) at 0.7 us each, 0.76 s
-  in one collection (issue 17).
+  tuples of the 14 dumps' 265,082 keys (and the rows made of them) at about 0.7 us each:
+  0.76 s of collections in the step that summed them (issue 17).
   """
 
   HELDOUT = "heldout"
@@ -751,8 +752,8 @@ class ExtractWikipedia(beam.PTransform):
   ...]: records.entity_record, made where the KB merge builds the entities), 'mentions_train' and
   'mentions_heldout' (packs [(mention_id, serialized mention record), ...]: MentionRecordsFn),
   'alias_counts' (one dict of all alias counts, {alias_count_key(alias key, entity title):
-  count}, train split only: sum_alias_counts; no element when there is none), 'redirects' (packs [(redirect title, entity
-  title), ...]).
+  count}, train split only: sum_alias_counts; no element when there is none), 'redirects'
+  (packs [(redirect title, entity title), ...]).
   """
 
   def __init__(self, heldout_fraction: float = DEFAULT_HELDOUT_FRACTION,

@@ -595,4 +595,3 @@ def test_sorted_records_is_the_pairs_sort_with_and_without_repeated_keys():
       packs = [rows[i:i + 7] for i in range(0, len(rows), 7)]
       assert beam_io.sorted_records(iter(packs)) == sorted(rows)
   assert beam_io.sorted_records([]) == [] and beam_io.sorted_records([[("a", b"")]]) == [("a", b"")]
-
