@@ -45,6 +45,7 @@ Usage (from the repository root):
 
 import gc
 import glob
+import importlib.util
 import json
 import os
 import resource
@@ -345,15 +346,23 @@ def main(argv):
     result = _WORKERS[FLAGS.worker](files, FLAGS.worker_arg)
     print(_RESULT_PREFIX + json.dumps(result), flush=True)
     return
+  # What the run would fail on later, said before any work.
+  if FLAGS.repeats < 1:
+    raise app.UsageError(f"--repeats must be at least 1, got {FLAGS.repeats}")
+  names = [m for m in FLAGS.methods.split(",") if m]
+  unknown = [m for m in names if m not in METHODS]
+  if unknown:
+    raise app.UsageError(f"--methods: unknown {', '.join(unknown)}; known: {', '.join(METHODS)}")
+  if (any(METHODS[m][0] == "wikiextractor" for m in names)
+      and importlib.util.find_spec("wikiextractor") is None):
+    raise app.UsageError("the wikiextractor methods need the package wikiextractor: "
+                         "pip install -e \".[bench]\" (or leave them out of --methods)")
   long_pages = [float(mb) for mb in FLAGS.long_page_mb.split(",") if mb]
   pages, size = count_pages(files)
   print(f"{len(files)} files, {size / 2**20:.1f} MiB bz2, {pages} pages "
         f"({os.cpu_count()} CPUs)")
   for path in files:
     print(f"  {os.path.relpath(path, REPO_ROOT)}")
-  if FLAGS.repeats < 1:
-    raise app.UsageError(f"--repeats must be at least 1, got {FLAGS.repeats}")
-  names = [m for m in FLAGS.methods.split(",") if m]
   runs: Dict[str, List[Dict[str, float]]] = {name: [] for name in names}
   for repeat in range(FLAGS.repeats):
     for name in names:

@@ -64,8 +64,8 @@ _SMALL_VARINTS = [bytes((n,)) for n in range(0x80)] + [
 
 
 def _varint(n: int) -> bytes:
-  """Protobuf base-128 varint of n >= 0."""
-  if n < 0x4000:
+  """Protobuf base-128 varint of n >= 0 (ValueError for a negative n)."""
+  if 0 <= n < 0x4000:
     return _SMALL_VARINTS[n]
   out = bytearray()
   while n >= 0x80:

@@ -4,6 +4,7 @@ TensorFlow) are tf.train.Example's deterministic serialization (issue 17, item 1
 import subprocess
 import sys
 
+import pytest
 import tensorflow as tf
 
 from beam_pipelines.parsers import records
@@ -120,3 +121,5 @@ def test_varint_is_protobufs():
   values = list(range(0x4000 + 300)) + [2**21 - 1, 2**21, 2**28 + 5, 2**35, 2**63 - 1]
   for n in values:
     assert records._varint(n) == encoder._VarintBytes(n), n  # pylint: disable=protected-access
+  with pytest.raises(ValueError):  # not the table's last entry
+    records._varint(-1)  # pylint: disable=protected-access
