@@ -34,7 +34,7 @@ _TOKEN = re.compile(script_ranges.py_word_pattern("_") + r"|[^\w\s]|_")
 # The same tokens on ASCII text (no CJK, no marks; \w on ASCII is [A-Za-z0-9_]), matched about
 # 4x faster: _n_tokens' runs of tokens on windows that are all ASCII (same flags as _TOKEN, so
 # '\s' and '[^\w\s]' are the same classes).
-_ASCII_TOKEN = re.compile(r"[A-Za-z0-9]+|[^\w\s]|_")
+_ASCII_TOKEN_PATTERN = r"[A-Za-z0-9]++|[^\w\s]|_"
 
 
 # The same tokens on text without CJK characters (no Han ideograph, Hiragana or Katakana: every
@@ -45,13 +45,13 @@ _NON_CJK_TOKEN = r"(?:[^\W_]++|" + script_ranges.PY_MARK + r")++|[^\w\s]|_"
 @functools.lru_cache(maxsize=64)
 def _n_tokens(n: int, exactly: bool, ascii_only: bool) -> "re.Pattern[str]":
   """A pattern matching, from where it is matched, up to n (`exactly`: n) tokens, each after
-  any whitespace: on text that is all ASCII (`ascii_only`: _ASCII_TOKEN) or has no CJK
+  any whitespace: on text that is all ASCII (`ascii_only`: _ASCII_TOKEN_PATTERN) or has no CJK
   character (_NON_CJK_TOKEN), the end of its match is where n searches for a _TOKEN would end.
   In such text every character is whitespace or starts a token, so a search skips only
   whitespace; each token is an atomic group with possessive runs, so a word is never split
   into more tokens to reach n, nor matched by another alternative than a search's (Python
   3.11+). One match instead of n searches (issue 17)."""
-  token = r"[A-Za-z0-9]++|[^\w\s]|_" if ascii_only else _NON_CJK_TOKEN
+  token = _ASCII_TOKEN_PATTERN if ascii_only else _NON_CJK_TOKEN
   return re.compile(r"(?:\s*+(?>" + token + "))" + (f"{{{n}}}" if exactly else f"{{0,{n}}}"))
 
 

@@ -61,10 +61,8 @@ def _mark_ranges() -> List[Tuple[int, int]]:
   return ranges
 
 
-# Python `re` has no \pM: the combining marks, as ranges and as a class body (about 50 ms at
-# import).
+# Python `re` has no \pM: the combining marks, as ranges (about 50 ms at import).
 MARK_RANGES: Ranges = tuple(_mark_ranges())
-PY_MARKS = py_class(MARK_RANGES)
 
 _ASTRAL = "\U00010000-\U0010FFFF"
 
