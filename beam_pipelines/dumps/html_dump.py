@@ -30,8 +30,8 @@ EXPECTED = ("expected an HTML dump: one JSON object a line with \"name\", \"iden
             "\"article_body\": {\"html\"} (Wikimedia Enterprise HTML dump layout; plain, .gz or "
             ".bz2)")
 _READ_BLOCK = 1 << 20
-# Decompressed bytes read by sniff_format.
-_SNIFF_BYTES = 4096
+# Decompressed bytes read by sniff_format (sniff_head looks at no more).
+SNIFF_BYTES = 4096
 
 
 @dataclasses.dataclass(frozen=True)
@@ -132,13 +132,19 @@ def sniff_format(source: Union[str, os.PathLike, BinaryIO]) -> str:
   """
   stream = open_text(source)
   try:
-    head = stream.read1(_SNIFF_BYTES)
+    head = stream.read1(SNIFF_BYTES)
   except (EOFError, OSError, zlib.error):  # corrupt data: the XML check reports it
     head = b""
   finally:
     if stream is not source:
       stream.close()
-  text = head.lstrip(b"\xef\xbb\xbf \t\r\n")
+  return sniff_head(head)
+
+
+def sniff_head(head: bytes) -> str:
+  """sniff_format's decision on a file's first decompressed bytes (the first SNIFF_BYTES of
+  them decide): FORMAT_HTML or FORMAT_XML."""
+  text = head[:SNIFF_BYTES].lstrip(b"\xef\xbb\xbf \t\r\n")
   if text[:1] == b"{" and text[1:2] not in (b"{", b"|"):
     return FORMAT_HTML
   return FORMAT_XML

@@ -189,7 +189,8 @@ def check_dump_start(source: Union[str, os.PathLike, BinaryIO], source_name: Opt
 
   Reads at most `head_bytes` decompressed bytes: the first element must be <mediawiki> (any
   export version; an XML declaration, comments and a byte order mark may come first), and a
-  <page> must follow unless the file ends first.
+  <page> must follow unless the file ends first. The same as check_dump_head on what
+  read_dump_head reads.
 
   Args:
     source: a path or a binary file object at its start (e.g. FileSystems.open).
@@ -208,10 +209,42 @@ def check_dump_start(source: Union[str, os.PathLike, BinaryIO], source_name: Opt
   """
   if source_name is None:
     source_name = os.fspath(source) if isinstance(source, (str, os.PathLike)) else "<stream>"
+  head, failure = read_dump_head(source, source_name, head_bytes)
+  return check_dump_head(head, failure, source_name, head_bytes)
+
+
+def read_dump_head(source: Union[str, os.PathLike, BinaryIO], source_name: str,
+                   head_bytes: int = HEAD_BYTES,
+                   stop: Optional[Callable[[bytes], Any]] = None
+                   ) -> Tuple[bytes, Optional[Exception]]:
+  """The decompressed bytes (plain or bz2) that check_dump_start checks: read block by block
+  until the block holding the first <page>, the end of the file or `head_bytes`, or, with
+  `stop`, until stop(head) is true (a head no longer the check's then; extraction.check_dump
+  stops at an HTML dump's first bytes).
+
+  Returns:
+    (head, the decompression error that ended the read, or None).
+
+  Raises:
+    DumpError: the file cannot be opened (named).
+  """
+  def done(head, block):
+    if _PAGE_START.search(head, max(0, len(head) - len(block) - 8)):
+      return True
+    return stop is not None and stop(head)
+
+  return _read_head(source, source_name, head_bytes, done)
+
+
+def check_dump_head(head: bytes, failure: Optional[Exception], source_name: str,
+                    head_bytes: int = HEAD_BYTES) -> bytes:
+  """check_dump_start's checks of (head, failure) from read_dump_head(head_bytes=head_bytes)
+  without `stop` (or one that never stopped it); returns the head.
+
+  Raises:
+    DumpError: as check_dump_start.
+  """
   expected = "expected a MediaWiki XML export (<mediawiki> with <page> elements; .xml or .xml.bz2)"
-  head, failure = _read_head(
-      source, source_name, head_bytes,
-      lambda head, block: _PAGE_START.search(head, max(0, len(head) - len(block) - 8)))
   if failure is not None and not head:
     raise DumpError(f"{source_name}: cannot be decompressed ({failure}); {expected}")
   text = head.lstrip(b"\xef\xbb\xbf \t\r\n")

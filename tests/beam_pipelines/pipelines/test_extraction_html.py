@@ -189,3 +189,81 @@ def test_site_infos_from_the_checks_heads_are_the_headers_read_alone(monkeypatch
   monkeypatch.setattr(extract.FileSystems, "open", lambda *a, **k: 1 / 0)
   assert extract.read_site_infos(dumps + [REAL_FILE], checked) == {
       p: checked[p] for p in dumps}
+
+
+def _check_dump_two_reads(path):
+  """check_dump as it was before issue 17's shared head: the format sniffed from one read of
+  the head, then the check of that format reading the head again."""
+  from beam_pipelines.dumps import html_dump, xml_dump  # pylint: disable=g-import-not-at-top
+  input_format = html_dump.sniff_format(path)
+  if input_format == html_dump.FORMAT_HTML:
+    html_dump.check_dump_start(path, source_name=path)
+    return input_format, None
+  try:
+    head = xml_dump.check_dump_start(path, source_name=path)
+  except xml_dump.DumpError as e:
+    raise xml_dump.DumpError(f"{e}; or {html_dump.EXPECTED}") from e
+  return input_format, xml_dump.parse_siteinfo(head, path)
+
+
+def _outcome(check, path):
+  try:
+    return check(path)
+  except Exception as e:  # pylint: disable=broad-except
+    return type(e).__name__, str(e)
+
+
+def test_check_dump_reads_a_head_once_and_decides_as_two_reads(tmp_path, monkeypatch):
+  """Issue 17: check_dump decompresses a dump's head once for both the format sniff and the
+  XML check; on real dumps of both formats and on bad files of every kind it returns, or
+  raises, what sniffing and checking with a read each did."""
+  export = (b'<mediawiki xml:lang="uk"><siteinfo><dbname>ukwiki</dbname></siteinfo>'
+            b'<page><title>A</title><ns>0</ns><id>1</id><revision><text>x</text></revision>'
+            b'</page></mediawiki>')
+  with gzip.open(REAL_FILE, "rb") as f:
+    html_line = f.readline()
+  whole = bz2.compress(export + b"<!-- " + os.urandom(1_500_000).hex().encode() + b" -->")
+  contents = {
+      "export.xml": export, "export.xml.bz2": bz2.compress(export),
+      "two_streams.xml.bz2": bz2.compress(export[:40]) + bz2.compress(export[40:]),
+      "late_page.xml.bz2": bz2.compress(export.replace(b"<page>", b" " * 2_000_000 + b"<page>")),
+      "spaces_then_json.bz2": bz2.compress(b" " * 5000 + html_line),
+      "html.ndjson": html_line, "html.ndjson.bz2": bz2.compress(html_line),
+      "html.ndjson.gz": gzip.compress(html_line), "xml.gz": gzip.compress(export),
+      "empty.xml": b"", "empty.xml.bz2": bz2.compress(b""), "wikitext.bz2": bz2.compress(b"{{A}}"),
+      "json.bz2": bz2.compress(b'{"a": 1}\n'), "no_page.xml.bz2": bz2.compress(b"<mediawiki/>"),
+      "other_root.xml": b"<html><page/></html>", "cut.xml.bz2": whole[:len(whole) // 2],
+      "corrupt_start.xml.bz2": whole[:12] + b"\0" * 40 + whole[52:],
+      "bz2_in_bz2.xml.bz2": bz2.compress(bz2.compress(export)),
+      "bom.xml.bz2": bz2.compress(b"\xef\xbb\xbf\n" + export),
+  }
+  paths = []
+  for name, data in contents.items():
+    (tmp_path / name).write_bytes(data)
+    paths.append(str(tmp_path / name))
+  dumps = sorted(glob.glob(testutil.shared_data("otherwiki", "*.xml.bz2")) +
+                 glob.glob(testutil.shared_data("enwiki", "*.xml.bz2")))
+  assert len(dumps) >= 14
+  outcomes = {p: _outcome(extract.check_dump, p) for p in paths + dumps + [REAL_FILE]}
+  for path, outcome in outcomes.items():
+    assert outcome == _outcome(_check_dump_two_reads, path), path
+  kinds = {os.path.basename(p): o[0] for p, o in outcomes.items()}
+  assert kinds["export.xml.bz2"] == kinds["two_streams.xml.bz2"] == "xml"
+  assert kinds["html.ndjson.bz2"] == kinds["html.ndjson.gz"] == "html"
+  # Cut in a later block: the head decompressed; the reading reports the cut.
+  assert kinds["cut.xml.bz2"] == kinds["late_page.xml.bz2"] == "xml"
+  # JSON past SNIFF_BYTES is taken for XML, which the XML check refuses.
+  assert "holds JSON" in outcomes[str(tmp_path / "spaces_then_json.bz2")][1]
+  assert kinds["corrupt_start.xml.bz2"] == kinds["bz2_in_bz2.xml.bz2"] == "DumpError"
+  # One decompression of a bz2 XML dump's head: no sniff of its own.
+  monkeypatch.setattr(extract.html_dump, "sniff_format", lambda *a: 1 / 0)
+  decompressors = []
+  real = bz2.BZ2Decompressor
+
+  def counted():
+    decompressors.append(1)
+    return real()
+
+  monkeypatch.setattr(bz2, "BZ2Decompressor", counted)
+  assert extract.check_dump(dumps[0])[0] == "xml"
+  assert len(decompressors) == 1
