@@ -122,7 +122,11 @@ def sniff_format(source: Union[str, os.PathLike, BinaryIO]) -> str:
 
   After a byte order mark and whitespace, '{' (not '{{' or '{|', which start raw wikitext)
   is an HTML dump; anything else is taken for XML, whose own check
-  (xml_dump.check_dump_start) then says what the file holds instead.
+  (xml_dump.check_dump_start) then says what the file holds instead. The first SNIFF_BYTES
+  decompressed bytes decide, read until there are that many or the file ends (one read
+  returned only the 3 bytes open_text had looked at, or a first bz2 stream's few: an HTML
+  dump after 3 blank bytes was taken for XML); those read before a decompression error
+  decide where one comes.
 
   Args:
     source: a path or a binary file object at its start (read, not closed).
@@ -131,10 +135,15 @@ def sniff_format(source: Union[str, os.PathLike, BinaryIO]) -> str:
     FORMAT_HTML or FORMAT_XML.
   """
   stream = open_text(source)
+  head = b""
   try:
-    head = stream.read1(SNIFF_BYTES)
+    while len(head) < SNIFF_BYTES:
+      block = stream.read1(SNIFF_BYTES - len(head))
+      if not block:
+        break
+      head += block
   except (EOFError, OSError, zlib.error):  # corrupt data: the XML check reports it
-    head = b""
+    pass
   finally:
     if stream is not source:
       stream.close()
@@ -144,10 +153,21 @@ def sniff_format(source: Union[str, os.PathLike, BinaryIO]) -> str:
 def sniff_head(head: bytes) -> str:
   """sniff_format's decision on a file's first decompressed bytes (the first SNIFF_BYTES of
   them decide): FORMAT_HTML or FORMAT_XML."""
-  text = head[:SNIFF_BYTES].lstrip(b"\xef\xbb\xbf \t\r\n")
+  text = _sniffed_text(head)
   if text[:1] == b"{" and text[1:2] not in (b"{", b"|"):
     return FORMAT_HTML
   return FORMAT_XML
+
+
+def sniff_final(head: bytes) -> bool:
+  """Whether sniff_head's decision on `head` stays the same whatever bytes follow it: the
+  window is full, or two bytes after the byte order mark and whitespace are known ('{' alone
+  is not yet an HTML dump: '{{' starts wikitext)."""
+  return len(head) >= SNIFF_BYTES or len(_sniffed_text(head)) >= 2
+
+
+def _sniffed_text(head: bytes) -> bytes:
+  return head[:SNIFF_BYTES].lstrip(b"\xef\xbb\xbf \t\r\n")
 
 
 def _field(record: Dict[str, Any], path: str, kind, required: bool = True):

@@ -83,6 +83,10 @@ def test_truncated_gzip_is_reported_after_the_pages_before_it():
     (bz2.compress(b"<?xml version='1.0'?><mediawiki>"), html_dump.FORMAT_XML),
     (b"{{Infobox river}}\n'''Ore'''", html_dump.FORMAT_XML),  # raw wikitext: the XML check
     (b"", html_dump.FORMAT_XML),
+    # The whole sniff window is read: past open_text's 3 bytes, past a first bz2 stream.
+    (b"  \n" + DATA, html_dump.FORMAT_HTML),
+    (bz2.compress(b" ") + bz2.compress(DATA), html_dump.FORMAT_HTML),
+    (b" " * html_dump.SNIFF_BYTES + DATA, html_dump.FORMAT_XML),  # past it: the XML check's
 ])
 def test_sniff_format_by_content(data, expected):
   assert html_dump.sniff_format(io.BytesIO(data)) == expected

@@ -222,6 +222,8 @@ def test_check_dump_reads_a_head_once_and_decides_as_two_reads(tmp_path, monkeyp
             b'</page></mediawiki>')
   with gzip.open(REAL_FILE, "rb") as f:
     html_line = f.readline()
+  crc_flipped = bytearray(bz2.compress(html_line))
+  crc_flipped[10] ^= 1  # the first block's CRC
   whole = bz2.compress(export + b"<!-- " + os.urandom(1_500_000).hex().encode() + b" -->")
   contents = {
       "export.xml": export, "export.xml.bz2": bz2.compress(export),
@@ -236,6 +238,14 @@ def test_check_dump_reads_a_head_once_and_decides_as_two_reads(tmp_path, monkeyp
       "corrupt_start.xml.bz2": whole[:12] + b"\0" * 40 + whole[52:],
       "bz2_in_bz2.xml.bz2": bz2.compress(bz2.compress(export)),
       "bom.xml.bz2": bz2.compress(b"\xef\xbb\xbf\n" + export),
+      # Found by a fuzzing helper: the format's sniff once read only open_text's first 3
+      # bytes of a plain file, or a first bz2 stream's; a bad CRC ends a long first read.
+      "blank3_html.ndjson": b"  \n" + html_line, "bom_html.ndjson": b"\xef\xbb\xbf" + html_line,
+      "blank_stream_html.bz2": bz2.compress(b" ") + bz2.compress(html_line),
+      "bad_crc_html.bz2": bytes(crc_flipped),
+      # A first read of '{' alone is no HTML dump yet: '{{' is wikitext (html_dump.sniff_final).
+      "brace_streams.bz2": bz2.compress(b"{") + bz2.compress(b"{Infobox}}"),
+      "blank_wikitext.txt": b"  {{Infobox}}",
   }
   paths = []
   for name, data in contents.items():
@@ -250,6 +260,12 @@ def test_check_dump_reads_a_head_once_and_decides_as_two_reads(tmp_path, monkeyp
   kinds = {os.path.basename(p): o[0] for p, o in outcomes.items()}
   assert kinds["export.xml.bz2"] == kinds["two_streams.xml.bz2"] == "xml"
   assert kinds["html.ndjson.bz2"] == kinds["html.ndjson.gz"] == "html"
+  assert kinds["blank3_html.ndjson"] == kinds["blank_stream_html.bz2"] == "html"
+  assert kinds["bom_html.ndjson"] == kinds["bad_crc_html.bz2"] == "DumpError"
+  assert "expected an HTML dump" in outcomes[str(tmp_path / "bad_crc_html.bz2")][1]
+  assert "expected a MediaWiki" not in outcomes[str(tmp_path / "bad_crc_html.bz2")][1]
+  for name in ("brace_streams.bz2", "blank_wikitext.txt"):
+    assert "is not XML (it starts with '{{Infobox}}'" in outcomes[str(tmp_path / name)][1]
   # Cut in a later block: the head decompressed; the reading reports the cut.
   assert kinds["cut.xml.bz2"] == kinds["late_page.xml.bz2"] == "xml"
   # JSON past SNIFF_BYTES is taken for XML, which the XML check refuses.
