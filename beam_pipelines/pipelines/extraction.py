@@ -1027,9 +1027,9 @@ def check_dump(path: str) -> Tuple[str, Optional[xml_dump.SiteInfo]]:
   A file that is not gzip has its head (plain or bz2) read once (xml_dump.read_dump_head) for
   the format (html_dump.sniff_head; sniff_format's own read where the head ends in a
   decompression error) and the XML check (xml_dump.check_dump_head): what sniff_format and
-  check_dump_start, each reading it, decide (issue 17: a bz2 head is a first
-  block to decompress, 15-30 ms; the 7 English dumps' check_inputs 0.12 -> 0.10 s); an HTML
-  dump's own check reads its first record again.
+  check_dump_start, each reading it, decide (issue 17: a bz2 head is a first block to
+  decompress, 15-30 ms; the 7 English dumps' check_inputs 0.12 -> 0.10 s); an HTML dump's
+  own check reads its first record again.
 
   Returns:
     (html_dump.FORMAT_HTML, None) or (html_dump.FORMAT_XML, its SiteInfo): the <siteinfo>
