@@ -14,6 +14,7 @@ import multiprocessing
 import operator
 import struct
 import threading
+import types
 import weakref
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
@@ -231,6 +232,7 @@ _BEAM_VIEW_AS = [PipelineOptions.view_as]
 # (kind, id(object), argument) -> (weak reference to the object, answer), while a context is
 # open; an entry goes with its object.
 _INTROSPECTED: Dict[Tuple[str, int, Any], Tuple[Any, Any]] = {}
+_CALLABLE_WRAPPER_DOFN = beam.transforms.core.CallableWrapperDoFn
 
 
 def _once(kind: str, obj, argument, compute):
@@ -253,9 +255,46 @@ def _once(kind: str, obj, argument, compute):
   return answer
 
 
+def _specs_key(dofn) -> Tuple[Any, Any]:
+  """(object, argument) that a DoFn's state and timer specs depend on, for _once.
+
+  userstate.get_dofn_specs reads the parameter defaults of every bound method it finds on the
+  DoFn (dir), through the class's `_inspect_<method>` hook where there is one. Without hooks
+  the answer depends only on those methods' functions: the key is the class and them (by
+  identity; a class unpickled again by value gets new functions, so a new key). Beam's
+  CallableWrapperDoFn (beam.Map, FlatMap) has a hook that reads the wrapped callable, but it
+  is not called while neither the instance's `process` nor its `_fn` is a bound method. Any
+  other DoFn with a hook, or with attribute lookup of its own, is keyed by the object itself.
+  The runner unpickles a new DoFn object for every stage it runs, so answers kept per object
+  served only the pipeline's construction (issue 17: the 7 English dumps' extraction
+  inspected DoFns 151 times, 14 with this key).
+  """
+  cls = type(dofn)
+  if (cls.__getattribute__ is not object.__getattribute__
+      or getattr(cls, "__getattr__", None) is not None):
+    return dofn, None
+  if any(name.startswith("_inspect_") for name in dir(cls)):
+    attributes = getattr(dofn, "__dict__", {})
+    if cls is not _CALLABLE_WRAPPER_DOFN or any(
+        isinstance(attributes.get(name), types.MethodType) for name in ("process", "_fn")):
+      return dofn, None
+  functions = []
+  for name in dir(dofn):
+    method = getattr(dofn, name, None)
+    if isinstance(method, types.MethodType):
+      functions.append((name, method.__func__))
+  argument = tuple(functions)
+  try:
+    hash(argument)
+  except TypeError:  # a bound method of an unhashable callable
+    return dofn, None
+  return cls, argument
+
+
 def _dofn_specs_once(dofn):
+  owner, argument = _specs_key(dofn)
   state_specs, timer_specs = _once(
-      "specs", dofn, None,
+      "specs", owner, argument,
       lambda: tuple(map(frozenset, _BEAM_GET_DOFN_SPECS[0](dofn))))
   return set(state_specs), set(timer_specs)  # new sets each call, as Beam's
 
