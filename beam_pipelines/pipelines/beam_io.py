@@ -13,10 +13,12 @@ import itertools
 import multiprocessing
 import operator
 import struct
+import sys
 import threading
 import types
 import weakref
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
+from typing import (Any, Callable, Dict, FrozenSet, Iterable, Iterator, List, Optional, Sequence,
+                    Tuple)
 
 import apache_beam as beam
 from apache_beam.coders import coder_impl
@@ -255,35 +257,73 @@ def _once(kind: str, obj, argument, compute):
   return answer
 
 
+def _pickled_by_value_modules() -> FrozenSet[str]:
+  """Modules registered with Beam's cloudpickle to be pickled by value (none by default)."""
+  try:
+    from apache_beam.internal.cloudpickle import cloudpickle  # pylint: disable=g-import-not-at-top
+    return frozenset(cloudpickle.list_registry_pickle_by_value())
+  except (ImportError, AttributeError):
+    return frozenset()
+
+
+def _class_facts(cls) -> Tuple[bool, bool]:
+  """(whether unpickling leaves `cls` as it is, whether it has an `_inspect_` hook).
+
+  A class is left as it is when it is an attribute of an imported module other than __main__
+  that is not registered to be pickled by value: pickled by reference, it is imported, not
+  rebuilt. Beam's cloudpickle rebuilds any other class by value at each unpickling, into the
+  same class object when there is one, with new functions set on it (so a DoFn's timer specs,
+  which name their callback function, change with it)."""
+  hooks = any(name.startswith("_inspect_") for name in dir(cls))
+  if cls.__module__ == "__main__" or (
+      cls.__getattribute__ is not object.__getattribute__
+      or getattr(cls, "__getattr__", None) is not None):
+    return False, hooks
+  found = sys.modules.get(cls.__module__)
+  for part in cls.__qualname__.split("."):
+    found = getattr(found, part, None)
+  if found is not cls:
+    return False, hooks
+  by_value = _pickled_by_value_modules()
+  name = cls.__module__
+  while name:
+    if name in by_value:
+      return False, hooks
+    name = name.rpartition(".")[0]
+  return True, hooks
+
+
 def _specs_key(dofn) -> Tuple[Any, Any]:
   """(object, argument) that a DoFn's state and timer specs depend on, for _once.
 
   userstate.get_dofn_specs reads the parameter defaults of every bound method it finds on the
-  DoFn (dir), through the class's `_inspect_<method>` hook where there is one. Without hooks
-  the answer depends only on those methods' functions: the key is the class and them (by
-  identity; a class unpickled again by value gets new functions, so a new key). Beam's
-  CallableWrapperDoFn (beam.Map, FlatMap) has a hook that reads the wrapped callable, but it
-  is not called while neither the instance's `process` nor its `_fn` is a bound method. Any
-  other DoFn with a hook, or with attribute lookup of its own, is keyed by the object itself.
-  The runner unpickles a new DoFn object for every stage it runs, so answers kept per object
-  served only the pipeline's construction (issue 17: the 7 English dumps' extraction
-  inspected DoFns 151 times, 14 with this key).
+  DoFn (dir), through the class's `_inspect_<method>` hook where there is one. For a DoFn of
+  a class that unpickling leaves as it is (_class_facts), without hooks, the answer depends
+  only on the class and on what its instance attributes change of what is seen: the names
+  that hide a class attribute, the function of each that holds a bound method; the key is
+  those. Beam's CallableWrapperDoFn (beam.Map, FlatMap) has a hook that reads the wrapped
+  callable, but it is not called while neither the instance's `process` nor its `_fn` is a
+  bound method. Any other DoFn is keyed by the object itself. The runner unpickles a new DoFn
+  object for every stage it runs, so answers kept per object served only the pipeline's
+  construction (issue 17: the 7 English dumps' extraction inspected DoFns 151 times, 11 with
+  this key). A class whose methods are replaced while the context is open is not seen to
+  change.
   """
   cls = type(dofn)
-  if (cls.__getattribute__ is not object.__getattribute__
-      or getattr(cls, "__getattr__", None) is not None):
+  left_as_is, hooks = _once("class", cls, None, lambda: _class_facts(cls))
+  attributes = getattr(dofn, "__dict__", None)
+  if not left_as_is or attributes is None:
     return dofn, None
-  if any(name.startswith("_inspect_") for name in dir(cls)):
-    attributes = getattr(dofn, "__dict__", {})
-    if cls is not _CALLABLE_WRAPPER_DOFN or any(
-        isinstance(attributes.get(name), types.MethodType) for name in ("process", "_fn")):
-      return dofn, None
-  functions = []
-  for name in dir(dofn):
-    method = getattr(dofn, name, None)
-    if isinstance(method, types.MethodType):
-      functions.append((name, method.__func__))
-  argument = tuple(functions)
+  if hooks and (cls is not _CALLABLE_WRAPPER_DOFN or any(
+      isinstance(attributes.get(name), types.MethodType) for name in ("process", "_fn"))):
+    return dofn, None
+  seen = []
+  for name, value in attributes.items():
+    if isinstance(value, types.MethodType):
+      seen.append((name, value.__func__))
+    elif hasattr(cls, name):
+      seen.append((name, None))
+  argument = tuple(seen)
   try:
     hash(argument)
   except TypeError:  # a bound method of an unhashable callable

@@ -2,9 +2,14 @@
 
 import os
 
+import apache_beam as beam
+from apache_beam.coders import VarIntCoder
+from apache_beam.internal import pickler
 from apache_beam.options.pipeline_options import DirectOptions
 from apache_beam.options.pipeline_options import StandardOptions
 from apache_beam.options.pipeline_options import TypeOptions
+from apache_beam.transforms import userstate
+from apache_beam.typehints import typecheck
 import pytest
 import tensorflow as tf
 
@@ -142,56 +147,61 @@ def test_each_dofn_is_inspected_once_inside_the_context_with_beams_answers(monke
   assert len(inspected) == before + 2  # outside the context: inspected at every call
 
 
+_TOTAL = userstate.ReadModifyWriteStateSpec("total", VarIntCoder())
+
+
+class _Holder:
+
+  def add(self, element, total=beam.DoFn.StateParam(_TOTAL)):
+    total.write((total.read() or 0) + element[1])
+
+
+class _PlainDoFn(beam.DoFn):
+
+  def process(self, element):
+    yield element
+
+
+class _StatefulDoFn(beam.DoFn):
+
+  def process(self, element, total=beam.DoFn.StateParam(_TOTAL)):
+    total.write((total.read() or 0) + element[1])
+
+
 def test_dofns_of_one_class_share_an_inspection_unless_their_attributes_change_it(monkeypatch):
   """The runner unpickles a new DoFn object for each stage it runs (issue 17: the 7 English
-  dumps' extraction inspected DoFns 151 times, 14 when kept per class and methods); a copy or
-  another DoFn of the same class and methods is inspected once (beam.Map wraps every callable
-  in a function of its own), but one whose instance holds a bound method with a state
-  parameter and a type-check wrapper (whose hooks read the instance) get their own answer,
-  Beam's."""
-  # pylint: disable=g-import-not-at-top
-  import pickle
-
-  import apache_beam as beam
-  from apache_beam.coders import VarIntCoder
-  from apache_beam.internal import pickler
-  from apache_beam.transforms import userstate
-  from apache_beam.typehints import typecheck
-  # pylint: enable=g-import-not-at-top
+  dumps' extraction inspected DoFns 151 times, 11 when kept per class); a copy or another
+  DoFn of the same module-level class is inspected once (beam.Map wraps every callable in a
+  function of its own), but one whose instance holds a bound method with a state parameter,
+  a type-check wrapper (whose hooks read the instance) and the DoFns of a class that
+  unpickling rebuilds by value (a local class: new functions, new timer callbacks) get their
+  own answer, Beam's."""
   beams = userstate.get_dofn_specs
-  total_spec = userstate.ReadModifyWriteStateSpec("total", VarIntCoder())
 
-  class Holder:
+  class LocalStateful(beam.DoFn):
 
-    def add(self, element, total=beam.DoFn.StateParam(total_spec)):
+    def process(self, element, total=beam.DoFn.StateParam(_TOTAL)):
       total.write((total.read() or 0) + element[1])
 
-  class Plain(beam.DoFn):
-
-    def process(self, element):
-      yield element
-
-  class Stateful(beam.DoFn):
-
-    def process(self, element, total=beam.DoFn.StateParam(total_spec)):
-      total.write((total.read() or 0) + element[1])
-
-  with_state = Plain()
-  with_state.process = Holder().add  # Beam now sees a state parameter on this one
-  stateful = Stateful()
+  with_state = _PlainDoFn()
+  with_state.process = _Holder().add  # Beam now sees a state parameter on this one
+  stateful, local = _StatefulDoFn(), LocalStateful()
   dofns = {"len": beam.Map(len).fn, "str": beam.Map(str).fn,
-           "pack": beam_io.PackByKey(), "pack copy": pickle.loads(pickle.dumps(
+           "map of a method": beam.Map(_Holder().add).fn,
+           "pack": beam_io.PackByKey(), "pack copy": pickler.loads(pickler.dumps(
                beam_io.PackByKey())),
-           "plain": Plain(), "with state": with_state, "stateful": stateful,
-           "stateful by value": pickler.loads(pickler.dumps(stateful)),  # as the runner
-           "map of a method": beam.Map(Holder().add).fn,
-           "checked plain": typecheck.TypeCheckWrapperDoFn(Plain(), Plain().get_type_hints()),
+           "plain": _PlainDoFn(), "plain 2": _PlainDoFn(), "with state": with_state,
+           "stateful": stateful, "stateful copy": pickler.loads(pickler.dumps(stateful)),
+           "local": local, "local copy": pickler.loads(pickler.dumps(local)),  # as the runner
+           "checked plain": typecheck.TypeCheckWrapperDoFn(_PlainDoFn(), _PlainDoFn(
+           ).get_type_hints()),
            "checked stateful": typecheck.TypeCheckWrapperDoFn(stateful,
                                                               stateful.get_type_hints())}
   expected = {name: beams(fn) for name, fn in dofns.items()}
   with_total = {name for name, (states, _) in expected.items()
                 if [s.name for s in states] == ["total"]}
-  assert with_total == {"with state", "stateful", "stateful by value", "checked stateful"}
+  assert with_total == {"with state", "stateful", "stateful copy", "local", "local copy",
+                        "checked stateful"}
   assert not any(timers for _, timers in expected.values())
   inspected = []
 
@@ -207,8 +217,8 @@ def test_dofns_of_one_class_share_an_inspection_unless_their_attributes_change_i
         assert {s.name for s in states} == {s.name for s in expected[name][0]}, name
     names = {id(fn): name for name, fn in dofns.items()}
     assert [names[id(fn)] for fn in inspected] == [
-        name for name in dofns
-        if name not in ("str", "pack copy", "stateful by value", "map of a method")]
+        "len", "pack", "plain", "with state", "stateful", "local", "local copy",
+        "checked plain", "checked stateful"]
 
 
 def test_each_options_view_is_built_once_inside_the_context_and_shares_the_values():
