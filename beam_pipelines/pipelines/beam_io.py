@@ -266,76 +266,113 @@ def _pickled_by_value_modules() -> FrozenSet[str]:
     return frozenset()
 
 
-def _class_facts(cls) -> Tuple[bool, bool]:
-  """(whether unpickling leaves `cls` as it is, whether it has an `_inspect_` hook).
-
-  A class is left as it is when it is an attribute of an imported module other than __main__
-  that is not registered to be pickled by value: pickled by reference, it is imported, not
-  rebuilt. Beam's cloudpickle rebuilds any other class by value at each unpickling, into the
-  same class object when there is one, with new functions set on it (so a DoFn's timer specs,
-  which name their callback function, change with it)."""
-  hooks = any(name.startswith("_inspect_") for name in dir(cls))
-  if cls.__module__ == "__main__" or (
-      cls.__getattribute__ is not object.__getattribute__
-      or getattr(cls, "__getattr__", None) is not None):
-    return False, hooks
-  found = sys.modules.get(cls.__module__)
+def _pickled_by_reference(cls) -> bool:
+  """Whether unpickling leaves `cls` as it is: an attribute of an imported module other than
+  __main__, under its qualified name, and the module (or a package above it) not registered
+  to be pickled by value, as cloudpickle decides. Beam's cloudpickle rebuilds any other class
+  by value at each unpickling, into the same class object when there is one, with new
+  functions set on it (so a DoFn's timer specs, which name their callback function, change
+  with it). Asked at each call: a module reloaded or registered meanwhile changes it."""
+  module = sys.modules.get(cls.__module__)
+  name = getattr(module, "__name__", None)
+  if name is None or name == "__main__":
+    return False
+  found = module
   for part in cls.__qualname__.split("."):
     found = getattr(found, part, None)
   if found is not cls:
-    return False, hooks
+    return False
   by_value = _pickled_by_value_modules()
-  name = cls.__module__
   while name:
     if name in by_value:
-      return False, hooks
+      return False
     name = name.rpartition(".")[0]
+  return True
+
+
+# Beam's DoFn and its bases: their properties (_process_defined, ...) are never methods.
+_DOFN_BASES = frozenset(beam.DoFn.__mro__)
+
+
+def _class_shape(cls) -> Tuple[bool, bool]:
+  """(whether what getattr finds on an instance of `cls` depends only on the class's and the
+  instance's own dicts, whether the class has an `_inspect_` hook).
+
+  Not so when the class looks attributes up in its own way (__getattribute__, __getattr__,
+  __dir__) or holds a descriptor other than a function, classmethod or staticmethod (a
+  property, a cached_property, a __slots__ member: they compute what they return from the
+  instance) outside Beam's DoFn bases."""
+  hooks = any(name.startswith("_inspect_") for name in dir(cls))
+  if (cls.__getattribute__ is not object.__getattribute__ or cls.__dir__ is not object.__dir__
+      or getattr(cls, "__getattr__", None) is not None):
+    return False, hooks
+  for klass in cls.__mro__:
+    if klass in _DOFN_BASES:
+      continue
+    for name, value in vars(klass).items():
+      if name in ("__dict__", "__weakref__") or isinstance(
+          value, (types.FunctionType, classmethod, staticmethod)):
+        continue
+      if hasattr(type(value), "__get__"):
+        return False, hooks
   return True, hooks
 
 
-def _specs_key(dofn) -> Tuple[Any, Any]:
-  """(object, argument) that a DoFn's state and timer specs depend on, for _once.
+def _methods(dofn) -> Tuple[Tuple[str, Any], ...]:
+  """(name, function) of each bound method found on the DoFn, as get_dofn_specs finds them."""
+  methods = []
+  for name in dir(dofn):
+    method = getattr(dofn, name, None)
+    if isinstance(method, types.MethodType):
+      methods.append((name, method.__func__))
+  return tuple(methods)
+
+
+def _specs_key(dofn) -> Optional[Tuple[Any, Any]]:
+  """(object, argument) that a DoFn's state and timer specs depend on, for _once; None when
+  they are not to be kept.
 
   userstate.get_dofn_specs reads the parameter defaults of every bound method it finds on the
-  DoFn (dir), through the class's `_inspect_<method>` hook where there is one. For a DoFn of
-  a class that unpickling leaves as it is (_class_facts), without hooks, the answer depends
-  only on the class and on what its instance attributes change of what is seen: the names
-  that hide a class attribute, the function of each that holds a bound method; the key is
-  those. Beam's CallableWrapperDoFn (beam.Map, FlatMap) has a hook that reads the wrapped
-  callable, but it is not called while neither the instance's `process` nor its `_fn` is a
-  bound method. Any other DoFn is keyed by the object itself. The runner unpickles a new DoFn
-  object for every stage it runs, so answers kept per object served only the pipeline's
-  construction (issue 17: the 7 English dumps' extraction inspected DoFns 151 times, 11 with
-  this key). A class whose methods are replaced while the context is open is not seen to
-  change.
+  DoFn (dir), through the `_inspect_<method>` hook where there is one. For a DoFn of a class
+  that unpickling leaves as it is (_pickled_by_reference) and whose instances' attributes
+  come from the class's and their own dicts (_class_shape), without hooks, the answer
+  depends only on the class and on what the instance's own attributes change: the names that
+  hide a class attribute, the function of each that holds a bound method; the key is those.
+  Beam's CallableWrapperDoFn (beam.Map, FlatMap) has a hook that reads the wrapped callable,
+  but it is not called while neither the instance's `process` nor its `_fn` is a bound
+  method. Any other DoFn is keyed by the object and the functions of the methods found on it
+  now (a class rebuilt by value has new ones). The runner unpickles a new DoFn object for
+  every stage it runs, so answers kept per object served only the pipeline's construction
+  (issue 17: the 7 English dumps' extraction inspected DoFns 151 times, 11 with this key). A
+  class whose methods are replaced while the context is open is not seen to change.
   """
   cls = type(dofn)
-  left_as_is, hooks = _once("class", cls, None, lambda: _class_facts(cls))
+  plain, hooks = _once("class", cls, None, lambda: _class_shape(cls))
   attributes = getattr(dofn, "__dict__", None)
-  if not left_as_is or attributes is None:
-    return dofn, None
-  if hooks and (cls is not _CALLABLE_WRAPPER_DOFN or any(
-      isinstance(attributes.get(name), types.MethodType) for name in ("process", "_fn"))):
-    return dofn, None
-  seen = []
-  for name, value in attributes.items():
-    if isinstance(value, types.MethodType):
-      seen.append((name, value.__func__))
-    elif hasattr(cls, name):
-      seen.append((name, None))
-  argument = tuple(seen)
+  if (not plain or attributes is None or not _pickled_by_reference(cls)
+      or any(name.startswith("_inspect_") for name in attributes)
+      or hooks and (cls is not _CALLABLE_WRAPPER_DOFN or any(
+          isinstance(attributes.get(name), types.MethodType) for name in ("process", "_fn")))):
+    key = dofn, _methods(dofn)
+  else:
+    seen = []
+    for name, value in attributes.items():
+      if isinstance(value, types.MethodType):
+        seen.append((name, value.__func__))
+      elif hasattr(cls, name):
+        seen.append((name, None))
+    key = cls, tuple(seen)
   try:
-    hash(argument)
+    hash(key[1])
   except TypeError:  # a bound method of an unhashable callable
-    return dofn, None
-  return cls, argument
+    return None
+  return key
 
 
 def _dofn_specs_once(dofn):
-  owner, argument = _specs_key(dofn)
-  state_specs, timer_specs = _once(
-      "specs", owner, argument,
-      lambda: tuple(map(frozenset, _BEAM_GET_DOFN_SPECS[0](dofn))))
+  key = _specs_key(dofn)
+  compute = lambda: tuple(map(frozenset, _BEAM_GET_DOFN_SPECS[0](dofn)))
+  state_specs, timer_specs = compute() if key is None else _once("specs", *key, compute)
   return set(state_specs), set(timer_specs)  # new sets each call, as Beam's
 
 
