@@ -241,7 +241,7 @@ class _SlotDoFn(beam.DoFn):
   __slots__ = ("process",)
 
 
-def test_dofns_whose_methods_come_from_the_instance_get_their_own_answer(monkeypatch):
+def test_dofns_whose_methods_come_from_the_instance_get_their_own_answer():
   """From a fault a checking helper found in the per-class key: a DoFn whose `process` is a
   property reading the instance, a slot, or an instance-level `_inspect_process` hook got the
   answer of the first DoFn of its class inspected, and a pipeline that runs without
