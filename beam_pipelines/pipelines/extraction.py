@@ -1055,7 +1055,7 @@ def check_dump(path: str) -> Tuple[str, Optional[xml_dump.SiteInfo]]:
             f, path, stop=lambda h: (html_dump.sniff_final(h)
                                      and html_dump.sniff_head(h) == html_dump.FORMAT_HTML))
       except xml_dump.DumpError as e:  # unreadable
-        raise xml_dump.DumpError(f"{e}; or {html_dump.EXPECTED}") from e
+        raise _neither_format(e) from e
       if failure is None:
         input_format = html_dump.sniff_head(head)
       else:  # a fault in the head: sniff_format's own read decides (its bytes before it)
@@ -1072,8 +1072,13 @@ def check_dump(path: str) -> Tuple[str, Optional[xml_dump.SiteInfo]]:
     else:
       head = xml_dump.check_dump_head(head, failure, path)
   except xml_dump.DumpError as e:
-    raise xml_dump.DumpError(f"{e}; or {html_dump.EXPECTED}") from e
+    raise _neither_format(e) from e
   return input_format, xml_dump.parse_siteinfo(head, path)
+
+
+def _neither_format(error: xml_dump.DumpError) -> xml_dump.DumpError:
+  """The XML check's error, naming the HTML dump format as the other one expected."""
+  return xml_dump.DumpError(f"{error}; or {html_dump.EXPECTED}")
 
 
 def check_inputs(input_patterns: Sequence[str], descriptions: Optional[str] = None,
