@@ -1,6 +1,8 @@
 """Pipeline options: a local runner that needs no download unless --runner says otherwise."""
 
 import os
+import signal
+import time
 
 import apache_beam as beam
 from apache_beam.coders import VarIntCoder
@@ -471,36 +473,38 @@ def test_packed_records_give_the_same_shard_files(tmp_path):
       value for _, value in sorted(records)]
 
 
-def test_gathered_writes_give_the_same_shard_files_and_listing(tmp_path):
-  """WriteShardedTFRecords(gathered=True) (one stage, for the local runner in memory) writes
-  the files and lists the (path, count) pairs that the sharded steps do: packed or not, sized
-  by count (4 shards of 3, one shard) or fixed (6 shards, some empty), and an empty input's
-  shard (or all fixed shards) still written."""
-  # pylint: disable=g-import-not-at-top
-  import apache_beam as beam
-  from apache_beam.testing import test_pipeline
-  # pylint: enable=g-import-not-at-top
+_WRITE_CASES = {"count": dict(records_per_shard=3), "one": {}, "fixed": dict(num_shards=6)}
+_WRITE_FORMS = ("records", "packs", "none")
+
+
+def _write_every_way(p, tmp_path):
+  """WriteShardedTFRecords of the same records sharded and gathered, for _check_every_way:
+  packed or not, sized by count (4 shards of 3, one shard) or fixed (6 shards, some empty),
+  and an empty input; each transform's listing written to list-LABEL."""
   records = [(f"{i}:{i * 7 % 5}", f"record {i}".encode()) for i in range(10)] + [
       ("0:0", b"a second record of key 0:0")]
   packs = [records[:4], records[4:5], records[5:]]
-  cases = {"count": dict(records_per_shard=3), "one": {}, "fixed": dict(num_shards=6)}
-  with test_pipeline.TestPipeline() as p:
-    inputs = {"records": p | "Records" >> beam.Create(records),
-              "packs": p | "Packs" >> beam.Create(packs),
-              "none": (p | "NoPacks" >> beam.Create([[("k", b"v")]])
-                       | beam.Filter(lambda pack: False))}
-    for case, kwargs in cases.items():
-      for form in ("records", "packs", "none"):
-        for gathered in (False, True):
-          label = f"{case}_{form}_{'gathered' if gathered else 'sharded'}"
-          listed = inputs[form] | label >> beam_io.WriteShardedTFRecords(
-              str(tmp_path / label), packed=form != "records", gathered=gathered, **kwargs)
-          _ = (listed | f"Names_{label}" >> beam.Map(
-              lambda pc, label=label: (os.path.basename(pc[0]).replace(label, "X"), pc[1]))
-               | f"Listing_{label}" >> beam.io.WriteToText(str(tmp_path / f"list-{label}"),
-                                                           shard_name_template=""))
-  for case in cases:
-    for form in ("records", "packs", "none"):
+  inputs = {"records": p | "Records" >> beam.Create(records),
+            "packs": p | "Packs" >> beam.Create(packs),
+            "none": (p | "NoPacks" >> beam.Create([[("k", b"v")]])
+                     | beam.Filter(lambda pack: False))}
+  for case, kwargs in _WRITE_CASES.items():
+    for form in _WRITE_FORMS:
+      for gathered in (False, True):
+        label = f"{case}_{form}_{'gathered' if gathered else 'sharded'}"
+        listed = inputs[form] | label >> beam_io.WriteShardedTFRecords(
+            str(tmp_path / label), packed=form != "records", gathered=gathered, **kwargs)
+        _ = (listed | f"Names_{label}" >> beam.Map(
+            lambda pc, label=label: (os.path.basename(pc[0]).replace(label, "X"), pc[1]))
+             | f"Listing_{label}" >> beam.io.WriteToText(str(tmp_path / f"list-{label}"),
+                                                         shard_name_template=""))
+
+
+def _check_every_way(tmp_path):
+  """The gathered writes of _write_every_way wrote the sharded ones' files, byte for byte, and
+  listed the same (path, count) pairs; an empty input's shard (or all fixed shards) written."""
+  for case in _WRITE_CASES:
+    for form in _WRITE_FORMS:
       sharded, gathered = (f"{case}_{form}_{kind}" for kind in ("sharded", "gathered"))
       files = sorted(f.name for f in tmp_path.glob(f"{sharded}-*"))
       assert files == sorted(f.name.replace(gathered, sharded)
@@ -512,6 +516,87 @@ def test_gathered_writes_give_the_same_shard_files_and_listing(tmp_path):
       listings = [sorted((tmp_path / f"list-{label}").read_text().splitlines())
                   for label in (sharded, gathered)]
       assert listings[0] == listings[1] and len(listings[0]) == len(files)
+
+
+def test_gathered_writes_give_the_same_shard_files_and_listing(tmp_path):
+  """WriteShardedTFRecords(gathered=True) (one stage, for the local runner in memory) writes
+  the files and lists the (path, count) pairs that the sharded steps do."""
+  # pylint: disable=g-import-not-at-top
+  from apache_beam.testing import test_pipeline
+  # pylint: enable=g-import-not-at-top
+  with test_pipeline.TestPipeline() as p:
+    _write_every_way(p, tmp_path)
+  _check_every_way(tmp_path)
+
+
+def test_gathered_writes_of_run_pipeline_in_forked_processes_give_the_same_files(
+    tmp_path, monkeypatch):
+  """Run by run_pipeline on the local runner in memory, the gathered writes hand their shards
+  to forked processes (fork_write): the same files and listings as the sharded steps, every
+  file complete when run_pipeline returns and every process reaped."""
+  forked = []
+  fork = os.fork
+
+  def counted_fork():
+    pid = fork()
+    if pid:
+      forked.append(pid)
+    return pid
+
+  monkeypatch.setattr(os, "fork", counted_fork)
+  pipeline = beam.Pipeline(options=beam_io.default_pipeline_options([]))
+  _write_every_way(pipeline, tmp_path)
+  beam_io.run_pipeline(pipeline)
+  # One fork per gathered write that had records: 3 cases x records and packs.
+  assert len(forked) == 6
+  for pid in forked:
+    with pytest.raises(ChildProcessError):
+      os.waitpid(pid, os.WNOHANG)
+  _check_every_way(tmp_path)
+
+
+def test_a_failed_forked_write_fails_run_pipeline_naming_its_file(tmp_path):
+  """A forked write that fails (its directory cannot be made: a file is in the way) fails
+  run_pipeline with the file's name and the child's error, not a run that looks finished."""
+  blocker = tmp_path / "a_file"
+  blocker.write_text("in the way")
+  pipeline = beam.Pipeline(options=beam_io.default_pipeline_options([]))
+  _ = (pipeline | beam.Create([[("a", b"A"), ("b", b"B")]])
+       | beam_io.WriteShardedTFRecords(str(blocker / "out"), packed=True, gathered=True))
+  with pytest.raises(RuntimeError, match=r"forked process failed: .*a_file/out-00000-of-00001"
+                                         r"\.tfrecord: \w+Error"):
+    beam_io.run_pipeline(pipeline)
+
+
+def test_background_writes_kill_and_reap_their_processes_when_the_run_fails(tmp_path):
+  """An exception inside background_writes kills the writes still running (no process goes on
+  writing into a directory that the caller removes) and reaps them; outside the context, for
+  a run of another id, or for a file that is not local, fork_write forks nothing."""
+  started = time.monotonic()
+  with pytest.raises(KeyError, match="the run failed"):
+    with beam_io.background_writes("run-1"):
+      assert beam_io.fork_write("run-1", [str(tmp_path / "slow")], lambda: time.sleep(60))
+      pid = beam_io._BACKGROUND_WRITES["run-1"][0].pid  # pylint: disable=protected-access
+      raise KeyError("the run failed")
+  assert time.monotonic() - started < 30
+  with pytest.raises(ChildProcessError):
+    os.waitpid(pid, os.WNOHANG)
+  assert "run-1" not in beam_io._BACKGROUND_WRITES  # pylint: disable=protected-access
+  never = lambda: pytest.fail("forked")  # pylint: disable=unnecessary-lambda-assignment
+  assert not beam_io.fork_write("run-1", [str(tmp_path / "x")], never)
+  with beam_io.background_writes("run-2"):
+    assert not beam_io.fork_write("run-1", [str(tmp_path / "x")], never)
+    assert not beam_io.fork_write("run-2", ["gs://bucket/x"], never)
+  with pytest.raises(RuntimeError, match=r"y: ValueError: bad record; .*z: the writing "
+                                         r"process exited with -9"):
+    with beam_io.background_writes("run-3"):
+      assert beam_io.fork_write("run-3", [str(tmp_path / "y")], _raise_bad_record)
+      assert beam_io.fork_write("run-3", [str(tmp_path / "z")],
+                                lambda: os.kill(os.getpid(), signal.SIGKILL))
+
+
+def _raise_bad_record():
+  raise ValueError("bad record")
 
 
 def test_every_shard_is_written_and_listed_when_records_leave_some_empty(tmp_path):
