@@ -4,6 +4,7 @@ import argparse
 import collections
 import concurrent.futures
 import contextlib
+import ctypes
 import difflib
 import functools
 import gc
@@ -637,36 +638,46 @@ def run_pipeline(pipeline: beam.Pipeline):
   return result, state
 
 
-# Shard files being written by forked processes (background_writes): run id -> [BackgroundWrite].
-_BACKGROUND_WRITES: Dict[str, List["BackgroundWrite"]] = {}
+# Shard files being written by forked processes (background_writes): run id -> the thread
+# that opened the context and its [BackgroundWrite].
+_BACKGROUND_WRITES: Dict[str, Tuple[int, List["BackgroundWrite"]]] = {}
 _BACKGROUND_LOCK = threading.Lock()
-# A child's error message, at most this many bytes (less than a pipe's buffer: the child
-# never waits on its write).
+# What a child sends on its pipe: this byte alone when its write succeeded, else its error
+# message, at most _BACKGROUND_ERROR_BYTES (less than a pipe's buffer: the child never waits
+# on its write).
+_BACKGROUND_DONE = b"\0"
 _BACKGROUND_ERROR_BYTES = 4000
+# Signals that a terminal or a supervisor sends to stop a process: blocked around a fork (so
+# that none reaches the child before it is set up), their default action in the child (it
+# dies: it never runs the parent's code, such as a `finally` that removes a directory).
+_STOP_SIGNALS = frozenset({signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT})
+# prctl(2): have the kernel send the child a signal when the thread that forked it ends.
+_PR_SET_PDEATHSIG = 1
 
 
 class BackgroundWrite(NamedTuple):
-  """A forked process writing files: its pid, the read end of the pipe that carries its error
-  message (nothing when it succeeds), and what it writes (for messages)."""
+  """A forked process writing files: its pid, the read end of the pipe that carries its
+  outcome (_BACKGROUND_DONE or an error message), and what it writes (for messages)."""
   pid: int
-  error_fd: int
+  outcome_fd: int
   what: str
 
 
 @contextlib.contextmanager
 def background_writes(run_id: Optional[str]) -> Iterator[None]:
-  """While open, the gathered writers (WriteShardedTFRecords with gathered=True) of the run
-  `run_id` (its by_reference store id; None: nothing changes) that write local files hand the
-  sorting, TFRecord framing and writing of their shards to a forked copy of this process
-  (fork_write) and go on: each counts its shards' records, emits its listing and leaves, so
-  the next stages run on one core while the shards are written on another. Beam's in-memory
-  runner runs every stage in one thread, and after the KB merge no step runs in a worker
-  process: the 14 dumps' two TFRecord writers took 3.6 of the 11 s that ran on one core
-  (issue 17).
+  """While open, the gathered writers that allow it (WriteShardedTFRecords with gathered=True
+  and background=True) of the run `run_id` (its by_reference store id; None: nothing changes),
+  run in this thread, hand the sorting, TFRecord framing and writing of their local shard
+  files to a forked copy of this process (fork_write) and go on: each counts its shards'
+  records, emits its listing and leaves, so the next stages run on one core while the shards
+  are written on another. Beam's in-memory runner runs every stage in one thread, and after
+  the KB merge no step runs in a worker process: the 14 dumps' two TFRecord writers took 3.6
+  of the 11 s that ran on one core (issue 17).
 
   On a normal exit, waits for every process forked in it and raises if one failed; on an
-  exception, kills them (SIGKILL) and waits, so that none writes into a directory that the
-  caller is about to remove.
+  exception (in the run or while waiting), kills them (SIGKILL) and reaps them, so that none
+  writes into a directory that the caller is about to remove. A child also dies with the
+  thread that forked it (PR_SET_PDEATHSIG), so a killed extraction leaves none writing.
 
   Raises:
     RuntimeError: naming the files of each write that failed and the child's error (or exit
@@ -678,7 +689,7 @@ def background_writes(run_id: Optional[str]) -> Iterator[None]:
   with _BACKGROUND_LOCK:
     if run_id in _BACKGROUND_WRITES:
       raise RuntimeError(f"background_writes of run {run_id} opened twice")
-    _BACKGROUND_WRITES[run_id] = []
+    _BACKGROUND_WRITES[run_id] = (threading.get_ident(), [])
   try:
     yield
   except BaseException:
@@ -689,52 +700,100 @@ def background_writes(run_id: Optional[str]) -> Iterator[None]:
 
 def _end_background_writes(run_id: str, kill: bool) -> None:
   """Waits for (with `kill`, first kills) the writes forked for `run_id`; raises
-  RuntimeError for those that failed, unless `kill`."""
+  RuntimeError for those that failed, unless `kill`. An exception while it waits (an
+  interrupt) kills and reaps the writes not yet waited for, then goes on."""
   with _BACKGROUND_LOCK:
-    writes = _BACKGROUND_WRITES.pop(run_id, [])
+    _, writes = _BACKGROUND_WRITES.pop(run_id, (None, []))
   failed = []
-  for write in writes:
-    if kill:
+  pending = list(writes)
+  try:
+    while pending:
+      write = pending[0]
+      if kill:
+        _kill(write.pid)
+      error = _outcome(write)
+      pending.pop(0)
+      if error is not None and not kill:
+        failed.append(f"{write.what}: {error}")
+  except BaseException:
+    for write in pending:
+      _kill(write.pid)
       try:
-        os.kill(write.pid, signal.SIGKILL)
-      except ProcessLookupError:
+        _outcome(write)
+      except BaseException:  # pylint: disable=broad-except
         pass
-    _, status = os.waitpid(write.pid, 0)
-    code = os.waitstatus_to_exitcode(status)
-    # Read once the child is gone, without waiting for the pipe's end: a process forked
-    # meanwhile by someone else (a multiprocessing pool) may hold a copy of its write end.
-    os.set_blocking(write.error_fd, False)
-    message = b""
-    try:
-      while len(message) < _BACKGROUND_ERROR_BYTES:
-        part = os.read(write.error_fd, _BACKGROUND_ERROR_BYTES)
-        if not part:
-          break
-        message += part
-    except BlockingIOError:
-      pass
-    finally:
-      os.close(write.error_fd)
-    if code != 0 and not kill:
-      said = message.decode("utf-8", "replace") or f"the writing process exited with {code}"
-      failed.append(f"{write.what}: {said}")
+    raise
   if failed:
     raise RuntimeError("writing in a forked process failed: " + "; ".join(failed))
 
 
+def _kill(pid: int) -> None:
+  try:
+    os.kill(pid, signal.SIGKILL)
+  except ProcessLookupError:
+    pass
+
+
+def _outcome(write: BackgroundWrite) -> Optional[str]:
+  """Waits for the child of `write` to end and reaps it; None where it wrote everything,
+  else its error. Closes the pipe either way."""
+  try:
+    try:
+      _, status = os.waitpid(write.pid, 0)
+      code = os.waitstatus_to_exitcode(status)
+    except ChildProcessError:  # reaped already (SIGCHLD ignored): the pipe alone tells
+      code = None
+    # Read once the child is gone, without waiting for the pipe's end: a process forked
+    # meanwhile by someone else (a multiprocessing pool) may hold a copy of its write end.
+    os.set_blocking(write.outcome_fd, False)
+    said = b""
+    try:
+      while len(said) <= _BACKGROUND_ERROR_BYTES:
+        part = os.read(write.outcome_fd, _BACKGROUND_ERROR_BYTES + 1)
+        if not part:
+          break
+        said += part
+    except BlockingIOError:
+      pass
+  finally:
+    os.close(write.outcome_fd)
+  if said == _BACKGROUND_DONE and code in (0, None):
+    return None
+  if said and said != _BACKGROUND_DONE:
+    return said.decode("utf-8", "replace")
+  return ("the writing process exited with status " + str(code) if code is not None
+          else "the writing process ended without saying it finished")
+
+
+def _die_with_parent(parent: int) -> None:
+  """In a forked child: SIGKILL when the thread that forked it ends (Linux prctl), and exit
+  now if the parent `parent` is gone already."""
+  libc = ctypes.CDLL(None, use_errno=True)
+  if libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
+    raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
+  if os.getppid() != parent:
+    os._exit(1)  # pylint: disable=protected-access
+
+
 def fork_write(run_id: Optional[str], paths: Sequence[str], write: Callable[[], None]) -> bool:
   """Runs write() (which writes the files `paths`) in a forked copy of this process, within
-  background_writes(run_id); returns False, having done nothing, where it cannot: no such
-  context is open in this process, a path is not local, or the OS cannot fork.
+  background_writes(run_id) and in the thread that opened it; returns False, having done
+  nothing, where it cannot: no such context is open here, a path is not local, not Linux,
+  SIGCHLD is ignored, or the OS cannot fork.
 
   The child sees this process's memory as it is (copy on write: nothing is sent), runs
   without the cyclic garbage collector (a collection would touch, and so copy, every object
-  of the parent) and leaves by os._exit (no atexit handlers, no flush of inherited buffers),
-  with its error message on a pipe. Only on Linux, where the in-memory runner's other
-  threads (its data plane's flusher, idle read and parse pools) hold no lock that write()
-  takes: it sorts, frames and writes bytes.
+  of the parent), dies by the default action of a stop signal (SIGINT, SIGTERM, ...) and when
+  the forking thread ends, and leaves by os._exit (no atexit handlers, no flush of inherited
+  buffers), its outcome on a pipe. Beam's in-memory runner's other threads (its data
+  plane's flusher, idle read and parse pools) hold no lock that write() takes: it sorts,
+  frames and writes bytes.
   """
   if run_id is None or not sys.platform.startswith("linux") or not paths:
+    return False
+  if signal.getsignal(signal.SIGCHLD) == signal.SIG_IGN:
+    # Children are then reaped by the kernel, and waitpid waits for all of them (the parse
+    # pool's too): no outcome to wait for.
     return False
   try:
     if not all(isinstance(FileSystems.get_filesystem(path), LocalFileSystem) for path in paths):
@@ -742,34 +801,40 @@ def fork_write(run_id: Optional[str], paths: Sequence[str], write: Callable[[], 
   except ValueError:  # a scheme that no file system of this process handles
     return False
   with _BACKGROUND_LOCK:
-    writes = _BACKGROUND_WRITES.get(run_id)
-    if writes is None:
+    thread, writes = _BACKGROUND_WRITES.get(run_id, (None, None))
+    if writes is None or thread != threading.get_ident():
       return False
-    error_fd, child_fd = os.pipe()
+    outcome_fd, child_fd = os.pipe()
+    parent = os.getpid()
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
     try:
       pid = os.fork()
     except OSError:
-      os.close(error_fd)
+      signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+      os.close(outcome_fd)
       os.close(child_fd)
       return False
     if pid == 0:  # the child
-      status = 1
+      said = _BACKGROUND_DONE
       try:
-        os.close(error_fd)
+        for signum in _STOP_SIGNALS:
+          signal.signal(signum, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+        os.close(outcome_fd)
+        _die_with_parent(parent)
         gc.disable()
         write()
-        status = 0
       except BaseException as e:  # pylint: disable=broad-except
-        try:
-          os.write(child_fd, f"{type(e).__name__}: {e}".encode(
-              "utf-8", "replace")[:_BACKGROUND_ERROR_BYTES])
-        except BaseException:  # pylint: disable=broad-except
-          pass
+        said = f"{type(e).__name__}: {e}".encode("utf-8", "replace")[:_BACKGROUND_ERROR_BYTES]
       finally:
-        os._exit(status)  # pylint: disable=protected-access
+        try:
+          os.write(child_fd, said)
+        finally:
+          os._exit(0 if said == _BACKGROUND_DONE else 1)  # pylint: disable=protected-access
     os.close(child_fd)
     what = paths[0] if len(paths) == 1 else f"{paths[0]} and {len(paths) - 1} more"
-    writes.append(BackgroundWrite(pid, error_fd, what))
+    writes.append(BackgroundWrite(pid, outcome_fd, what))  # before a stop signal can arrive
+    signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
   return True
 
 
@@ -1247,21 +1312,25 @@ class WriteShardedTFRecords(beam.PTransform):
   single step writes every shard, the same files: one stage instead of five (the count, the
   shard assignment, the shuffle by shard, the empty shards, their listing), each a fixed
   cost of that runner (about 10 ms a stage, issue 17). Elsewhere it would put every record
-  on one worker: leave it False there. Run by run_pipeline, that step counts and lists the
-  shards and hands their sorting, framing and writing to a forked process
-  (background_writes, fork_write; local files only), which run_pipeline waits for before it
-  returns: the same files.
+  on one worker: leave it False there.
+
+  With `background=True` as well, in a run of run_pipeline, that step counts and lists the
+  shards and hands their sorting, framing and writing to a forked process (background_writes,
+  fork_write; local files only), which run_pipeline waits for before it returns: the same
+  files, but complete only then, not when their listing comes out. So only for a pipeline
+  that reads none of them (nor waits on their listing to read them).
   """
 
   def __init__(self, path_prefix: str, num_shards: Optional[int] = None,
                records_per_shard: int = RECORDS_PER_SHARD, packed: bool = False,
-               gathered: bool = False):
+               gathered: bool = False, background: bool = False):
     super().__init__()
     self._path_prefix = path_prefix
     self._num_shards = num_shards
     self._records_per_shard = records_per_shard
     self._packed = packed
     self._gathered = gathered
+    self._background = background
 
   def expand(self, records):
     path_prefix = self._path_prefix
@@ -1287,7 +1356,7 @@ class WriteShardedTFRecords(beam.PTransform):
 
     if self._gathered:
       fixed = self._num_shards
-      run_id = _store_id(records.pipeline)
+      run_id = _store_id(records.pipeline) if self._background else None
 
       def write_all(element, packed):
         packs = list(element[1]) if packed else [list(element[1])]

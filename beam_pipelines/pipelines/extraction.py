@@ -891,7 +891,9 @@ def build_pipeline(pipeline: beam.Pipeline, input_patterns: Sequence[str], outpu
     parse_start_method: how they start ('spawn' or 'fork': see ParsePageFn).
 
   Returns:
-    The ExtractWikipedia PCollections, plus 'written' (path, record count) of every shard.
+    The ExtractWikipedia PCollections, plus 'written' (path, record count) of every shard
+    (the files complete once the run ends: on the local runner in memory, run by
+    beam_io.run_pipeline, forked processes write them while it goes on).
 
   Raises:
     FileNotFoundError: `multistream_index` matches no file.
@@ -936,14 +938,15 @@ def build_pipeline(pipeline: beam.Pipeline, input_patterns: Sequence[str], outpu
       outputs["entity_records"]  # packs of (title, record): the KB merge's
       | "WriteEntities" >> beam_io.WriteShardedTFRecords(
           join(output_dir, schema.ENTITIES_PREFIX), num_shards, packed=True,
-          gathered=gathered))
+          gathered=gathered, background=True))
   for name, prefix in (("mentions_train", schema.TRAIN_MENTIONS_PREFIX),
                        ("mentions_heldout", schema.HELDOUT_MENTIONS_PREFIX)):
     written.append(
         outputs[name]  # packs of (mention_id, record): MentionRecordsFn
         | f"Write_{name}" >> beam_io.WriteShardedTFRecords(join(output_dir, prefix),
                                                            num_shards, packed=True,
-                                                           gathered=gathered))
+                                                           gathered=gathered,
+                                                           background=True))
   _ = outputs["alias_counts"] | "WriteAliasCounts" >> beam_io.WriteTextFile(
       join(output_dir, schema.ALIAS_COUNTS_FILE), lines=alias_table_lines)
   _ = outputs["redirects"] | "WriteRedirects" >> beam_io.WriteTextFile(

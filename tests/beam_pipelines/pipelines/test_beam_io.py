@@ -477,10 +477,10 @@ _WRITE_CASES = {"count": dict(records_per_shard=3), "one": {}, "fixed": dict(num
 _WRITE_FORMS = ("records", "packs", "none")
 
 
-def _write_every_way(p, tmp_path):
-  """WriteShardedTFRecords of the same records sharded and gathered, for _check_every_way:
-  packed or not, sized by count (4 shards of 3, one shard) or fixed (6 shards, some empty),
-  and an empty input; each transform's listing written to list-LABEL."""
+def _write_every_way(p, tmp_path, background=False):
+  """WriteShardedTFRecords of the same records sharded and gathered (with `background`), for
+  _check_every_way: packed or not, sized by count (4 shards of 3, one shard) or fixed (6
+  shards, some empty), and an empty input; each transform's listing written to list-LABEL."""
   records = [(f"{i}:{i * 7 % 5}", f"record {i}".encode()) for i in range(10)] + [
       ("0:0", b"a second record of key 0:0")]
   packs = [records[:4], records[4:5], records[5:]]
@@ -493,7 +493,8 @@ def _write_every_way(p, tmp_path):
       for gathered in (False, True):
         label = f"{case}_{form}_{'gathered' if gathered else 'sharded'}"
         listed = inputs[form] | label >> beam_io.WriteShardedTFRecords(
-            str(tmp_path / label), packed=form != "records", gathered=gathered, **kwargs)
+            str(tmp_path / label), packed=form != "records", gathered=gathered,
+            background=background and gathered, **kwargs)
         _ = (listed | f"Names_{label}" >> beam.Map(
             lambda pc, label=label: (os.path.basename(pc[0]).replace(label, "X"), pc[1]))
              | f"Listing_{label}" >> beam.io.WriteToText(str(tmp_path / f"list-{label}"),
@@ -531,9 +532,10 @@ def test_gathered_writes_give_the_same_shard_files_and_listing(tmp_path):
 
 def test_gathered_writes_of_run_pipeline_in_forked_processes_give_the_same_files(
     tmp_path, monkeypatch):
-  """Run by run_pipeline on the local runner in memory, the gathered writes hand their shards
-  to forked processes (fork_write): the same files and listings as the sharded steps, every
-  file complete when run_pipeline returns and every process reaped."""
+  """Run by run_pipeline on the local runner in memory, the gathered writes with
+  background=True hand their shards to forked processes (fork_write): the same files and
+  listings as the sharded steps, every file complete when run_pipeline returns and every
+  process reaped."""
   forked = []
   fork = os.fork
 
@@ -545,7 +547,7 @@ def test_gathered_writes_of_run_pipeline_in_forked_processes_give_the_same_files
 
   monkeypatch.setattr(os, "fork", counted_fork)
   pipeline = beam.Pipeline(options=beam_io.default_pipeline_options([]))
-  _write_every_way(pipeline, tmp_path)
+  _write_every_way(pipeline, tmp_path, background=True)
   beam_io.run_pipeline(pipeline)
   # One fork per gathered write that had records: 3 cases x records and packs.
   assert len(forked) == 6
@@ -562,7 +564,8 @@ def test_a_failed_forked_write_fails_run_pipeline_naming_its_file(tmp_path):
   blocker.write_text("in the way")
   pipeline = beam.Pipeline(options=beam_io.default_pipeline_options([]))
   _ = (pipeline | beam.Create([[("a", b"A"), ("b", b"B")]])
-       | beam_io.WriteShardedTFRecords(str(blocker / "out"), packed=True, gathered=True))
+       | beam_io.WriteShardedTFRecords(str(blocker / "out"), packed=True, gathered=True,
+                                       background=True))
   with pytest.raises(RuntimeError, match=r"forked process failed: .*a_file/out-00000-of-00001"
                                          r"\.tfrecord: \w+Error"):
     beam_io.run_pipeline(pipeline)
@@ -576,7 +579,7 @@ def test_background_writes_kill_and_reap_their_processes_when_the_run_fails(tmp_
   with pytest.raises(KeyError, match="the run failed"):
     with beam_io.background_writes("run-1"):
       assert beam_io.fork_write("run-1", [str(tmp_path / "slow")], lambda: time.sleep(60))
-      pid = beam_io._BACKGROUND_WRITES["run-1"][0].pid  # pylint: disable=protected-access
+      pid = beam_io._BACKGROUND_WRITES["run-1"][1][0].pid  # pylint: disable=protected-access
       raise KeyError("the run failed")
   assert time.monotonic() - started < 30
   with pytest.raises(ChildProcessError):
@@ -588,7 +591,7 @@ def test_background_writes_kill_and_reap_their_processes_when_the_run_fails(tmp_
     assert not beam_io.fork_write("run-1", [str(tmp_path / "x")], never)
     assert not beam_io.fork_write("run-2", ["gs://bucket/x"], never)
   with pytest.raises(RuntimeError, match=r"y: ValueError: bad record; .*z: the writing "
-                                         r"process exited with -9"):
+                                         r"process exited with status -9"):
     with beam_io.background_writes("run-3"):
       assert beam_io.fork_write("run-3", [str(tmp_path / "y")], _raise_bad_record)
       assert beam_io.fork_write("run-3", [str(tmp_path / "z")],
@@ -597,6 +600,106 @@ def test_background_writes_kill_and_reap_their_processes_when_the_run_fails(tmp_
 
 def _raise_bad_record():
   raise ValueError("bad record")
+
+
+def test_gathered_writes_without_background_have_their_files_when_listed(tmp_path,
+                                                                          monkeypatch):
+  """Without background=True a gathered writer run by run_pipeline forks nothing and each
+  file is complete when its listing comes out: a later step of the run reads it whole."""
+  monkeypatch.setattr(os, "fork", lambda: pytest.fail("forked"))
+  records = [(f"k{i}", f"record {i}".encode()) for i in range(7)]
+  pipeline = beam.Pipeline(options=beam_io.default_pipeline_options([]))
+  read_back = tmp_path / "read_back.txt"
+  _ = (pipeline | beam.Create([records])
+       | beam_io.WriteShardedTFRecords(str(tmp_path / "out"), packed=True, gathered=True,
+                                       records_per_shard=3)
+       | beam.Map(lambda listed: (listed[1], len(list(
+           tf.data.TFRecordDataset(listed[0]).as_numpy_iterator()))))
+       | beam.Map(lambda counts: f"{counts[0]} {counts[1]}")
+       | beam.io.WriteToText(str(read_back), shard_name_template=""))
+  beam_io.run_pipeline(pipeline)
+  lines = read_back.read_text().split()
+  assert len(lines) == 6 and lines[0::2] == lines[1::2] and sum(map(int, lines[0::2])) == 7
+
+
+def _stuck_write():
+  time.sleep(60)
+
+
+def test_an_interrupt_while_background_writes_wait_kills_and_reaps_them(tmp_path):
+  """An exception that reaches the final wait (a signal handler's, as Ctrl-C's
+  KeyboardInterrupt) kills and reaps the writes not yet waited for, and goes on: no child
+  left writing, none left unreaped."""
+  def interrupt(signum, frame):
+    raise KeyError("interrupted")
+
+  previous = signal.signal(signal.SIGALRM, interrupt)
+  try:
+    with pytest.raises(KeyError, match="interrupted"):
+      with beam_io.background_writes("run-wait"):
+        for name in ("a", "b"):
+          assert beam_io.fork_write("run-wait", [str(tmp_path / name)], _stuck_write)
+        writes = beam_io._BACKGROUND_WRITES["run-wait"][1]  # pylint: disable=protected-access
+        pids = [write.pid for write in writes]
+        signal.setitimer(signal.ITIMER_REAL, 0.5)
+  finally:
+    signal.setitimer(signal.ITIMER_REAL, 0)
+    signal.signal(signal.SIGALRM, previous)
+  for pid in pids:
+    with pytest.raises(ChildProcessError):
+      os.waitpid(pid, os.WNOHANG)
+
+
+def test_no_fork_while_sigchld_is_ignored(tmp_path, monkeypatch):
+  """With SIGCHLD ignored (a supervisor may start the process so) the kernel reaps children
+  and waitpid waits for all of them: fork_write then forks nothing (the step writes)."""
+  monkeypatch.setattr(os, "fork", lambda: pytest.fail("forked"))
+  previous = signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+  try:
+    with beam_io.background_writes("run-ign"):
+      assert not beam_io.fork_write("run-ign", [str(tmp_path / "x")], _stuck_write)
+  finally:
+    signal.signal(signal.SIGCHLD, previous)
+
+
+def test_a_forked_write_dies_with_the_process_that_forked_it(tmp_path):
+  """A writer whose parent is killed (SIGKILL: no cleanup runs) dies too (PR_SET_PDEATHSIG),
+  so no orphan goes on writing into a staging directory that a rerun removes."""
+  pid_file = tmp_path / "writer.pid"
+
+  def write():
+    pid_file.write_text(str(os.getpid()))
+    time.sleep(60)
+    (tmp_path / "written").write_text("an orphan wrote this")
+
+  parent = os.fork()
+  if parent == 0:
+    try:
+      with beam_io.background_writes("run-orphan"):
+        beam_io.fork_write("run-orphan", [str(tmp_path / "written")], write)
+        time.sleep(60)
+    finally:
+      os._exit(1)  # pylint: disable=protected-access
+  deadline = time.monotonic() + 30
+  while not pid_file.exists() or not pid_file.read_text():
+    assert time.monotonic() < deadline
+    time.sleep(0.05)
+  writer = int(pid_file.read_text())
+  os.kill(parent, signal.SIGKILL)
+  os.waitpid(parent, 0)
+  while _alive(writer):
+    assert time.monotonic() < deadline, "the writer outlived its parent"
+    time.sleep(0.05)
+  assert not (tmp_path / "written").exists()
+
+
+def _alive(pid: int) -> bool:
+  """pid runs (neither gone nor a zombie that init has not reaped yet)."""
+  try:
+    with open(f"/proc/{pid}/stat") as f:
+      return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+  except FileNotFoundError:
+    return False
 
 
 def test_every_shard_is_written_and_listed_when_records_leave_some_empty(tmp_path):
