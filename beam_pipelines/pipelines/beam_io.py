@@ -765,11 +765,17 @@ def _outcome(write: BackgroundWrite) -> Optional[str]:
           else "the writing process ended without saying it finished")
 
 
-def _die_with_parent(parent: int) -> None:
-  """In a forked child: SIGKILL when the thread that forked it ends (Linux prctl), and exit
-  now if the parent `parent` is gone already."""
-  libc = ctypes.CDLL(None, use_errno=True)
-  if libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
+@functools.lru_cache(maxsize=1)
+def _prctl():
+  """libc's prctl, looked up in the parent: a child forked while another thread held the
+  dynamic loader's lock would wait forever on it."""
+  return ctypes.CDLL(None, use_errno=True).prctl
+
+
+def _die_with_parent(prctl, parent: int) -> None:
+  """In a forked child: SIGKILL when the thread that forked it ends (`prctl`: _prctl()), and
+  exit now if the parent `parent` is gone already."""
+  if prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
     raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
   if os.getppid() != parent:
     os._exit(1)  # pylint: disable=protected-access
@@ -804,6 +810,7 @@ def fork_write(run_id: Optional[str], paths: Sequence[str], write: Callable[[], 
     thread, writes = _BACKGROUND_WRITES.get(run_id, (None, None))
     if writes is None or thread != threading.get_ident():
       return False
+    prctl = _prctl()
     outcome_fd, child_fd = os.pipe()
     parent = os.getpid()
     blocked = signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
@@ -821,7 +828,7 @@ def fork_write(run_id: Optional[str], paths: Sequence[str], write: Callable[[], 
           signal.signal(signum, signal.SIG_DFL)
         signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
         os.close(outcome_fd)
-        _die_with_parent(parent)
+        _die_with_parent(prctl, parent)
         gc.disable()
         write()
       except BaseException as e:  # pylint: disable=broad-except
