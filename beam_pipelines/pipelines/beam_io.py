@@ -1159,11 +1159,15 @@ def relax_garbage_collection() -> None:
 
 def init_pool_worker(gc_thresholds: Optional[Tuple[int, int, int]] = GC_THRESHOLDS,
                      initializer: Optional[Callable[..., None]] = None,
-                     initargs: tuple = ()) -> None:
-  """Initializer of an OrderedPool's worker process: the cyclic garbage collector set as in
-  the step's own process (gc.freeze: in a forked worker, the objects it inherits, which a
-  collection would otherwise touch and so copy, stay out of reach; then `gc_thresholds`),
-  then initializer(*initargs), the step's own."""
+                     initargs: tuple = (), parent: Optional[int] = None) -> None:
+  """Initializer of an OrderedPool's worker process: on Linux, with the pid of the process
+  that made the pool (`parent`), SIGKILL when the thread that started it ends (a worker of a
+  killed run waited forever on the pool's queue, whose other end its sibling holds); the
+  cyclic garbage collector set as in the step's own process (gc.freeze: in a forked worker,
+  the objects it inherits, which a collection would otherwise touch and so copy, stay out of
+  reach; then `gc_thresholds`); then initializer(*initargs), the step's own."""
+  if parent is not None and sys.platform.startswith("linux"):
+    _die_with_parent(_prctl(), parent)
   gc.freeze()
   if gc_thresholds:
     gc.set_threshold(*gc_thresholds)
@@ -1197,9 +1201,12 @@ class OrderedPool:
   def __init__(self, processes: int, start_method: str,
                initializer: Optional[Callable[..., None]] = None, initargs: tuple = ()):
     self._processes = processes
+    if sys.platform.startswith("linux"):
+      _prctl()  # looked up here: a forked worker then finds it without the dynamic loader
     self._executor = concurrent.futures.ProcessPoolExecutor(
         processes, mp_context=multiprocessing.get_context(start_method),
-        initializer=init_pool_worker, initargs=(GC_THRESHOLDS, initializer, initargs))
+        initializer=init_pool_worker,
+        initargs=(GC_THRESHOLDS, initializer, initargs, os.getpid()))
     self._in_flight = collections.deque()
 
   def submit(self, fn: Callable[..., Any], *args) -> None:

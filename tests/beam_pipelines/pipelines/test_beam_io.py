@@ -887,6 +887,40 @@ def test_an_ordered_pool_sets_its_workers_up_then_gives_results_in_submission_or
   assert results == [(i, beam_io.GC_THRESHOLDS, "set up") for i in range(7)]
 
 
+def _worker_pid(_):
+  return os.getpid()
+
+
+@pytest.mark.parametrize("start_method", ["fork", "spawn"])
+def test_an_ordered_pools_workers_die_with_the_process_that_made_it(tmp_path, start_method):
+  """A run killed outright (SIGKILL: no teardown shuts its pool down) leaves no worker behind:
+  before, each waited forever on the pool's queue, whose write end its sibling holds."""
+  pid_file = tmp_path / "workers"
+  maker = os.fork()
+  if maker == 0:
+    try:
+      pool = beam_io.OrderedPool(2, start_method)
+      for i in range(4):
+        pool.submit(_worker_pid, i)
+      pids = sorted(set(pool.results(wait_all=True)))
+      (tmp_path / "workers.tmp").write_text(" ".join(map(str, pids)))
+      os.rename(tmp_path / "workers.tmp", pid_file)
+      time.sleep(60)
+    finally:
+      os._exit(1)  # pylint: disable=protected-access
+  deadline = time.monotonic() + 60
+  while not pid_file.exists():
+    assert time.monotonic() < deadline
+    time.sleep(0.05)
+  workers = [int(pid) for pid in pid_file.read_text().split()]
+  assert workers and maker not in workers
+  os.kill(maker, signal.SIGKILL)
+  os.waitpid(maker, 0)
+  while any(map(_alive, workers)):
+    assert time.monotonic() < deadline, "a worker outlived the process that made its pool"
+    time.sleep(0.05)
+
+
 def test_a_step_with_no_worker_process_is_refused():
   from beam_pipelines.pipelines import kb_merge  # pylint: disable=g-import-not-at-top
   with pytest.raises(ValueError, match="processes must be at least 1, got 0"):
