@@ -701,28 +701,24 @@ def background_writes(run_id: Optional[str]) -> Iterator[None]:
 def _end_background_writes(run_id: str, kill: bool) -> None:
   """Waits for (with `kill`, first kills) the writes forked for `run_id`; raises
   RuntimeError for those that failed, unless `kill`. An exception while it waits (an
-  interrupt) kills and reaps the writes not yet waited for, then goes on."""
+  interrupt) kills and reaps the writes not yet reaped, then goes on."""
   with _BACKGROUND_LOCK:
     _, writes = _BACKGROUND_WRITES.pop(run_id, (None, []))
   failed = []
   pending = list(writes)
-  try:
-    while pending:
-      write = pending[0]
-      if kill:
-        _kill(write.pid)
-      error = _outcome(write)
-      pending.pop(0)
-      if error is not None and not kill:
-        failed.append(f"{write.what}: {error}")
-  except BaseException:
-    for write in pending:
-      _kill(write.pid)
-      try:
-        _outcome(write)
-      except BaseException:  # pylint: disable=broad-except
-        pass
-    raise
+  while pending:
+    write = pending.pop(0)  # _outcome reaps it and closes its pipe, whatever happens
+    try:
+      error = _outcome(write, kill)
+    except BaseException:
+      for rest in pending:
+        try:
+          _outcome(rest, kill=True)
+        except BaseException:  # pylint: disable=broad-except
+          pass
+      raise
+    if error is not None and not kill:
+      failed.append(f"{write.what}: {error}")
   if failed:
     raise RuntimeError("writing in a forked process failed: " + "; ".join(failed))
 
@@ -734,15 +730,30 @@ def _kill(pid: int) -> None:
     pass
 
 
-def _outcome(write: BackgroundWrite) -> Optional[str]:
-  """Waits for the child of `write` to end and reaps it; None where it wrote everything,
-  else its error. Closes the pipe either way."""
+def _reap(pid: int) -> Optional[int]:
+  """Waits for the child `pid` to end; its exit code (negative: the signal that ended it), or
+  None where it was reaped already (SIGCHLD ignored)."""
   try:
+    _, status = os.waitpid(pid, 0)
+  except ChildProcessError:
+    return None
+  return os.waitstatus_to_exitcode(status)
+
+
+def _outcome(write: BackgroundWrite, kill: bool = False) -> Optional[str]:
+  """Waits for the child of `write` to end (with `kill`, kills it first) and reaps it; None
+  where it wrote everything, else its error. Interrupted while it waits, kills and reaps the
+  child before it raises (never a pid left to be killed again once reused). Closes the pipe
+  either way."""
+  try:
+    if kill:
+      _kill(write.pid)
     try:
-      _, status = os.waitpid(write.pid, 0)
-      code = os.waitstatus_to_exitcode(status)
-    except ChildProcessError:  # reaped already (SIGCHLD ignored): the pipe alone tells
-      code = None
+      code = _reap(write.pid)
+    except BaseException:
+      _kill(write.pid)
+      _reap(write.pid)
+      raise
     # Read once the child is gone, without waiting for the pipe's end: a process forked
     # meanwhile by someone else (a multiprocessing pool) may hold a copy of its write end.
     os.set_blocking(write.outcome_fd, False)
