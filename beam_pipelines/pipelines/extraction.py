@@ -629,7 +629,8 @@ class MentionRecordsFn(beam.DoFn):
     self._heldout_fraction = heldout_fraction
 
   def start_bundle(self):
-    self._packs = beam_io.Packs(size_of=beam_io.record_size)
+    # freeze_full: the records outlive the step, acyclic (beam_io.Packs).
+    self._packs = beam_io.Packs(size_of=beam_io.record_size, freeze_full=True)
     self._aliases = {}
 
   def _tagged(self, key, pack):

@@ -381,6 +381,39 @@ def test_packs_hand_over_what_they_hold_once():
   assert packs.take() == []
 
 
+def _is_collectable(obj) -> bool:
+  """Whether the cyclic collector can reach `obj` (in one of its generations, not frozen)."""
+  import gc  # pylint: disable=g-import-not-at-top
+  return any(o is obj for o in gc.get_objects())
+
+
+def test_packs_freeze_full_moves_the_objects_alive_out_of_the_collectors_reach():
+  """With freeze_full, completing a pack (by its count or by the bytes held) freezes every
+  object alive first; adding to a pack does not; without freeze_full nothing is frozen. The
+  values and packs are those of plain Packs."""
+  import gc  # pylint: disable=g-import-not-at-top
+  packs = beam_io.Packs(max_values=3, max_bytes=0, freeze_full=True)
+  marker = [object()]  # a new container: in the youngest generation
+  frozen = gc.get_freeze_count()
+  assert packs.add("a", 1) == [] and packs.add("b", 2) == [] and packs.add("a", 3) == []
+  assert gc.get_freeze_count() == frozen and _is_collectable(marker)
+  assert packs.add("a", 4) == [("a", [1, 3, 4])]
+  assert gc.get_freeze_count() > frozen and not _is_collectable(marker)
+  assert packs.take() == [("b", [2])]
+  # By the bytes held: the value that reaches max_bytes hands over all packs.
+  packs = beam_io.Packs(max_values=100, max_bytes=10, size_of=len, freeze_full=True)
+  marker = [object()]
+  assert packs.add("a", "x" * 4) == [] and _is_collectable(marker)
+  assert packs.add("b", "y" * 6) == [("a", ["xxxx"]), ("b", ["yyyyyy"])]
+  assert not _is_collectable(marker)
+  # Without it: the same packs, nothing frozen.
+  plain = beam_io.Packs(max_values=3, max_bytes=0)
+  marker = [object()]
+  frozen = gc.get_freeze_count()
+  assert [plain.add("a", v) for v in (1, 2, 3)] == [[], [], [("a", [1, 2, 3])]]
+  assert gc.get_freeze_count() == frozen and _is_collectable(marker)
+
+
 def test_packing_steps_relax_the_garbage_collector():
   """The packing DoFns' setup sets the cyclic collector's thresholds (a process-wide setting;
   restored here for the tests after this one)."""
