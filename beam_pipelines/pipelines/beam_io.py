@@ -1115,7 +1115,7 @@ class Packs:
       setup), for the steps of the pipelines: the values of a complete pack live on (through
       the shuffle to the next step) and hold no reference cycles, so reference counting frees
       them, but each young collection traversed every one of them once (they outlive it):
-      484 young collections of 27 ms, 14.0 s of a 267 s full-KB extraction, 1.2-1.5 s with
+      484 young collections of 27 ms, 13.2 s of a 267 s full-KB extraction, 1.1-1.4 s with
       this (issue 17). A reference cycle that is garbage when a pack completes is then never
       collected (the full KB's collections found 4,200-5,900 objects in all with it, 5,600
       without; its peak RSS was 4.1 GB in two runs and 4.4 GB in one with it, 4.1 GB in
