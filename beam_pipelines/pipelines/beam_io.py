@@ -1147,14 +1147,14 @@ class Packs:
       del self._packs[key]
       if size_of is not None:
         self._bytes -= self._pack_bytes.pop(key)
-      if self._freeze_full:
-        gc.freeze()
-      return [(key, pack)]
-    if self._max_bytes and self._bytes >= self._max_bytes:
-      if self._freeze_full:
-        gc.freeze()
-      return self.take()
-    return []
+      done = [(key, pack)]
+    elif self._max_bytes and self._bytes >= self._max_bytes:
+      done = self.take()
+    else:
+      return []
+    if self._freeze_full:
+      gc.freeze()
+    return done
 
   def take(self) -> List[Tuple[Any, list]]:
     """The (key, pack)s held, which are no longer held."""
