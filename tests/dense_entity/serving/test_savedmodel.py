@@ -136,9 +136,14 @@ def test_packed_signature_equals_named_inputs(exported):
     expected = encoder._fn(**named)[savedmodel.OUTPUT_KEY].numpy()  # pylint: disable=protected-access
     np.testing.assert_array_equal(encoder(features), expected)
     np.testing.assert_allclose(encoder(features, batch_size=1), expected, atol=1e-6)
-    # The flat call of the packed graph function (no keyword binding) gives the same, and so
+    # The flat call of the packed graph function (its string tensor built on the host, its call
+    # op executed directly) gives the same, on lists or numpy arrays of str or bytes, and so
     # does the signature called by keyword when the flat call is not there.
     assert encoder._packed_call is not None  # pylint: disable=protected-access
+    for kind in (str, bytes):
+      arrays = {k: np.array([x if kind is str else x.encode("utf-8") for x in v])
+                for k, v in features.items()}
+      np.testing.assert_array_equal(encoder(arrays), expected)
     encoder._packed_call = None  # pylint: disable=protected-access
     np.testing.assert_array_equal(encoder(features), expected)
     encoder._packed_names = None  # pylint: disable=protected-access
