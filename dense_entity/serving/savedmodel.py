@@ -19,7 +19,6 @@ Featurization is inside the graph (tensorflow-text ops), so a serving process ne
 """
 
 import hashlib
-import itertools
 import json
 import os
 import shutil
@@ -180,9 +179,9 @@ class Encoder:
     placement, and the graph function's own `call_flat` enters three context managers before
     it executes the call op: together 0.1-0.2 ms of Python per call, a third of a single
     mention's encoding on 2 cores (issue 17). This call builds the string tensor on the host
-    CPU device directly and executes the function's call op as `call_flat` does underneath
-    (TensorFlow's `execute.quick_execute` with the context's function-call attributes), none
-    of which is public API. Used only where all of it exists and gives the signature's own
+    CPU device directly and executes the function's call op through what `call_flat` calls
+    underneath (the eager context's `call_function`: its function-call attributes and
+    cancellation context as `call_flat`'s), none of which is public API. Used only where all of it exists and gives the signature's own
     output on a probe; otherwise (another TensorFlow version) None, and calls go through the
     signature.
     """
@@ -191,9 +190,8 @@ class Encoder:
     try:
       # pylint: disable=g-import-not-at-top
       from tensorflow.python.eager import context
-      from tensorflow.python.eager import execute
       from tensorflow.python.framework import ops
-      name = function.name.decode("utf-8")
+      name = function.name
       num_outputs = len(function.function_type.flat_outputs)
       host = tf.config.list_logical_devices("CPU")[0].name
       string_dtype = tf.string.as_datatype_enum
@@ -203,8 +201,7 @@ class Encoder:
 
     def call(rows):
       packed = ops.EagerTensor(rows, host, string_dtype)
-      attrs = tuple(itertools.chain.from_iterable(ctx.function_call_options.as_attrs().items()))
-      return execute.quick_execute(name, num_outputs, [packed] + captured, attrs, ctx)[0]
+      return ctx.call_function(name, [packed] + captured, num_outputs)[0]
 
     probe = [["Probe text, ünïcode 1."] * 2] * len(self._packed_names)
     try:
