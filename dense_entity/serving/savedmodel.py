@@ -181,9 +181,9 @@ class Encoder:
     mention's encoding on 2 cores (issue 17). This call builds the string tensor on the host
     CPU device directly and executes the function's call op through what `call_flat` calls
     underneath (the eager context's `call_function`: its function-call attributes and
-    cancellation context as `call_flat`'s), none of which is public API. Used only where all of it exists and gives the signature's own
-    output on a probe; otherwise (another TensorFlow version) None, and calls go through the
-    signature.
+    cancellation context as `call_flat`'s), none of which is public API. Used only where all
+    of it exists and gives the signature's own output on a probe; otherwise (another
+    TensorFlow version) None, and calls go through the signature.
     """
     function = getattr(self._packed, "_inference_function", None)
     captured = list(getattr(self._packed, "captured_inputs", None) or ())
