@@ -19,12 +19,15 @@ in the same run, each in its own subprocess so that its peak memory is its own:
   plain text with links; no mention offsets, entities, redirects or alias counts.
 
 Reported per method: work seconds (inside the subprocess, imports excluded) and process wall
-seconds, pages/s (pages in the input files, the same for every method), articles out, links
-out (ours: mentions kept; wikiextractor: '<a href' in its output), links/s, the pages/s and the
-links/s ratios to wikiextractor with 1 and with 2 processes, peak RSS of the largest process
-(ru_maxrss from os.wait4, which covers the subprocess and its reaped children) and the peak of
-the summed RSS of the whole process tree (sampled from /proc every --sample_s seconds; worker
-pools add up).
+seconds, CPU seconds of the work (user + system, of the subprocess and of the worker processes
+it started and reaped: the decompressing threads, Beam, the parse and entity pools, and
+wikiextractor's own processes) and cores (CPU seconds / work seconds: how much of the machine
+the method kept busy), pages/s (pages in the input files, the same for every method),
+articles out, links out (ours: mentions kept; wikiextractor: '<a href' in its output),
+links/s, the pages/s and the links/s ratios to wikiextractor with 1 and with 2 processes, peak
+RSS of the largest process (ru_maxrss from os.wait4, which covers the subprocess and its
+reaped children) and the peak of the summed RSS of the whole process tree (sampled from /proc
+every --sample_s seconds; worker pools add up).
 
 Then one line per generated long page (issue 14, item 4; --long_page_mb, default 0.5 and 5 MB
 of wikitext: paragraphs of 40 sentences with a link each, every 50th paragraph a run-on list of
@@ -82,6 +85,14 @@ METHODS = {
 # ---------------------------------------------------------------------------------------------
 
 
+def cpu_seconds() -> float:
+  """User + system CPU seconds so far of this process (all its threads) and of its child
+  processes that ended and were waited for (a pool's workers once it is shut down)."""
+  own = resource.getrusage(resource.RUSAGE_SELF)
+  children = resource.getrusage(resource.RUSAGE_CHILDREN)
+  return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
 def _work_ours_parse(files: Sequence[str], _) -> Dict[str, float]:
   # pylint: disable=g-import-not-at-top
   from beam_pipelines.dumps import xml_dump
@@ -89,7 +100,7 @@ def _work_ours_parse(files: Sequence[str], _) -> Dict[str, float]:
   from beam_pipelines.parsers import wikitext
   # pylint: enable=g-import-not-at-top
   gc.freeze()  # as extraction.ParsePageFn.setup does before parsing
-  start = time.perf_counter()
+  start, cpu = time.perf_counter(), cpu_seconds()
   pages = articles = links = 0
   for path in files:
     for page in xml_dump.iter_pages(path, on_error=lambda e: None):
@@ -99,8 +110,8 @@ def _work_ours_parse(files: Sequence[str], _) -> Dict[str, float]:
       parsed = wikitext.parse_article(page.text, page.title)
       articles += 1
       links += len(parsed.links)
-  return {"seconds": time.perf_counter() - start, "pages_read": pages, "articles": articles,
-          "links": links}
+  return {"seconds": time.perf_counter() - start, "cpu_s": cpu_seconds() - cpu,
+          "pages_read": pages, "articles": articles, "links": links}
 
 
 def _work_ours_pipeline(files: Sequence[str], mode_workers_processes: str
@@ -115,13 +126,13 @@ def _work_ours_pipeline(files: Sequence[str], mode_workers_processes: str
       [f"--direct_running_mode={mode}", f"--direct_num_workers={workers}"])
   out = tempfile.mkdtemp(prefix="extraction_benchmark_")
   try:
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), cpu_seconds()
     stats = extraction.run(list(files), out, pipeline_options=options,
                            parse_processes=int(processes))
-    seconds = time.perf_counter() - start
+    seconds, cpu = time.perf_counter() - start, cpu_seconds() - cpu
   finally:
     shutil.rmtree(out, ignore_errors=True)
-  return {"seconds": seconds, "pages_read": stats.get("pages_read", 0),
+  return {"seconds": seconds, "cpu_s": cpu, "pages_read": stats.get("pages_read", 0),
           "articles": stats.get("articles", 0), "links": stats.get("links_kept", 0)}
 
 
@@ -129,12 +140,12 @@ def _work_wikiextractor(files: Sequence[str], processes: str) -> Dict[str, float
   from wikiextractor import WikiExtractor  # pylint: disable=g-import-not-at-top
   out = tempfile.mkdtemp(prefix="extraction_benchmark_we_")
   try:
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), cpu_seconds()
     for i, path in enumerate(files):
       sys.argv = ["WikiExtractor", path, "-o", os.path.join(out, str(i)), "--processes",
                   processes, "--links", "--quiet"]
       WikiExtractor.main()
-    seconds = time.perf_counter() - start
+    seconds, cpu = time.perf_counter() - start, cpu_seconds() - cpu
     articles = links = 0
     for name in glob.glob(os.path.join(out, "**", "wiki_*"), recursive=True):
       with open(name, "rb") as f:
@@ -143,7 +154,8 @@ def _work_wikiextractor(files: Sequence[str], processes: str) -> Dict[str, float
       links += data.count(b"&lt;a href=") + data.count(b"<a href=")
   finally:
     shutil.rmtree(out, ignore_errors=True)
-  return {"seconds": seconds, "pages_read": -1, "articles": articles, "links": links}
+  return {"seconds": seconds, "cpu_s": cpu, "pages_read": -1, "articles": articles,
+          "links": links}
 
 
 _WORKERS = {"ours_parse": _work_ours_parse, "ours_pipeline": _work_ours_pipeline,
@@ -184,8 +196,9 @@ def run_method(name: str, files: Sequence[str], sample_s: float) -> Dict[str, fl
   """Runs one method in a subprocess; returns its figures plus wall and memory.
 
   Returns:
-    {'seconds' (work, s), 'wall_s' (process, s), 'pages_read', 'articles', 'links',
-    'max_rss_mib' (largest process, MiB), 'tree_rss_mib' (sampled peak of the sum, MiB)}.
+    {'seconds' (work, s), 'cpu_s' (CPU of the work, s: cpu_seconds), 'wall_s' (process, s),
+    'pages_read', 'articles', 'links', 'max_rss_mib' (largest process, MiB), 'tree_rss_mib'
+    (sampled peak of the sum, MiB)}.
 
   Raises:
     RuntimeError: the subprocess failed (its output tail in the message).
@@ -218,16 +231,16 @@ def run_method(name: str, files: Sequence[str], sample_s: float) -> Dict[str, fl
 
 
 def median_run(runs: Sequence[Dict[str, float]]) -> Dict[str, float]:
-  """One method's figures over repeated runs (run_method's dicts): the median of the work and
-  of the wall seconds (the lower middle value of an even count), the largest of each memory
-  figure, the counts (the same every run) of the first."""
+  """One method's figures over repeated runs (run_method's dicts): the median of the work, the
+  CPU and the wall seconds, each on its own (the lower middle value of an even count), the
+  largest of each memory figure, the counts (the same every run) of the first."""
   def median(key):
     values = sorted(r[key] for r in runs)
     return values[(len(values) - 1) // 2]
 
   combined = dict(runs[0])
-  combined["seconds"] = median("seconds")
-  combined["wall_s"] = median("wall_s")
+  for key in ("seconds", "cpu_s", "wall_s"):
+    combined[key] = median(key)
   for key in ("max_rss_mib", "tree_rss_mib"):
     combined[key] = max(r[key] for r in runs)
   return combined
@@ -250,7 +263,8 @@ def format_table(results: Dict[str, Dict[str, float]], pages: int) -> str:
   def link_rate(name):
     return results[name]["links"] / results[name]["seconds"] if name in results else None
 
-  header = (f"{'method':<24}{'work s':>9}{'wall s':>9}{'pages/s':>10}{'articles':>10}"
+  header = (f"{'method':<24}{'work s':>9}{'wall s':>9}{'cpu s':>8}{'cores':>7}{'pages/s':>10}"
+            f"{'articles':>10}"
             f"{'links':>9}{'links/s':>10}{'x WE-1p':>9}{'x WE-2p':>9}{'links x1p':>11}"
             f"{'links x2p':>11}{'maxRSS MiB':>12}{'treeRSS MiB':>13}")
   lines = [header, "-" * len(header)]
@@ -260,7 +274,8 @@ def format_table(results: Dict[str, Dict[str, float]], pages: int) -> str:
       for base in ("wikiextractor_1p", "wikiextractor_2p"):
         base_rate = of(base)
         ratios.append(f"{of(name) / base_rate:{width}.2f}" if base_rate else f"{'-':>{width}}")
-    lines.append(f"{name:<24}{r['seconds']:9.1f}{r['wall_s']:9.1f}{rate(name):10.1f}"
+    lines.append(f"{name:<24}{r['seconds']:9.1f}{r['wall_s']:9.1f}{r['cpu_s']:8.1f}"
+                 f"{r['cpu_s'] / r['seconds']:7.2f}{rate(name):10.1f}"
                  f"{r['articles']:10d}{r['links']:9d}{link_rate(name):10.0f}"
                  f"{''.join(ratios)}{r['max_rss_mib']:12.0f}{r['tree_rss_mib']:13.0f}")
   return "\n".join(lines)
@@ -377,13 +392,16 @@ def main(argv):
   print(format_table(results, pages))
   if FLAGS.repeats > 1:
     print(f"\nwork s of each run ({FLAGS.repeats} rounds, every method once a round, in the "
-          "order above; the table: medians of work and wall seconds, the largest memory):")
+          "order above; the table: medians of work, CPU and wall seconds, the largest "
+          "memory):")
     for name, method_runs in runs.items():
       print(f"  {name:<24}" + " / ".join(f"{r['seconds']:.2f}" for r in method_runs))
   print("\npages/s: input pages / work s (the same pages for every method). links: ours = "
         "mentions kept (main-namespace links, with offsets); wikiextractor = '<a href' in its "
         "output (--links). x WE-np: pages/s ratio ours / wikiextractor --processes n; links "
-        "x np: the same of links/s. maxRSS: "
+        "x np: the same of links/s. cpu s: user + system CPU seconds of the work (the "
+        "process, its threads and the worker processes it reaped); cores: cpu s / work s. "
+        "maxRSS: "
         "largest single process (ru_maxrss); treeRSS: sampled peak of the summed RSS of the "
         "process tree.")
   if long_pages:
