@@ -193,11 +193,13 @@ def format_table(report: dict) -> str:
                  f"({section['num_in_kb']} with gold in the KB of {report['num_entities']} "
                  f"entities, {section['num_gold_missing_from_kb']} missing, "
                  f"{section['num_nil']} NIL); in-KB recall")
-    lines.append(f"  {'system':<10}" + "".join(f"{'R@' + str(k):>9}" for k in KS))
-    for system in systems_of(section["systems"]):
+    systems = systems_of(section["systems"])
+    width = max([10] + [len(system) + 1 for system in systems])  # 'AT-Prior+TR' is 11 wide
+    lines.append(f"  {'system':<{width}}" + "".join(f"{'R@' + str(k):>9}" for k in KS))
+    for system in systems:
       s = section["systems"][system]
-      lines.append(f"  {system:<10}" + "".join(f"{_in_kb_recall(section, s, k):>9}"
-                                               for k in KS))
+      lines.append(f"  {system:<{width}}" + "".join(f"{_in_kb_recall(section, s, k):>9}"
+                                                    for k in KS))
     nil = section.get("nil")
     if nil:
       lines.append(f"  NIL (p < {nil['threshold']:.3f}{', in-sample' if nil['in_sample'] else ''})"

@@ -199,7 +199,13 @@ def test_a_dataset_without_gold_in_the_kb_prints_na_for_in_kb_recall(workspace, 
   section = report["datasets"]["elsewhere"]
   assert section["num_mentions"] == 1 and section["num_in_kb"] == 0
   table = reports.format_table(report)
-  assert "  DEER            n/a      n/a      n/a" in table.splitlines()
+  # The name column is as wide as the longest name ('AT-Prior+TR') and a space, so that
+  # every row's figures stand under the header's (they were shifted by one on that row).
+  assert "  DEER              n/a      n/a      n/a" in table.splitlines()
+  assert "  AT-Prior+TR       n/a      n/a      n/a" in table.splitlines()
+  header = "  system            R@1     R@10    R@100"
+  rows = table.splitlines()[table.splitlines().index(header):]
+  assert {len(row) for row in rows[:6]} == {len(header)}
   assert "| DEER | n/a (0.000) | n/a (0.000) | n/a (0.000) |" in reports.format_markdown(report)
 
 
