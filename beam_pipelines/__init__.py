@@ -13,3 +13,17 @@ Entry points (flags and `main` only, over beam_pipelines.pipelines):
   `python -m beam_pipelines.extract_wikipedia`    dumps -> entities, mentions, alias counts
   `python -m beam_pipelines.mine_hard_negatives`  hard negative pairs from an exported model
 """
+
+import logging as _logging
+
+
+class _DropBigQueryClientWarning(_logging.Filter):
+  """Drops the warning Beam logs on import, through the root logger, that its BigQuery client
+  libraries are missing ('apitools not found, ...'): nothing here reads BigQuery, and every
+  command printed it as its first line."""
+
+  def filter(self, record: _logging.LogRecord) -> bool:
+    return not (record.name == "root" and record.getMessage().startswith("apitools not found"))
+
+
+_logging.getLogger().addFilter(_DropBigQueryClientWarning())

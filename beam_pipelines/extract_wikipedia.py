@@ -39,14 +39,18 @@ redirects.tsv, stats.json and, written last, MANIFEST.json. Every input is check
 is touched (patterns match files; dumps are MediaWiki XML exports with pages, not empty or raw
 wikitext, or HTML dumps whose first record parses; lists hold lines of their kind); files are
 written to a staging directory inside DIR and moved into place only after the pipeline
-succeeded and read something (pages, entities, a line of each list given). A failed run exits non-zero and leaves a finished extraction in DIR
-as it was. DIR must be new, empty or an earlier extraction: a file, another stage's output (a
-model, reports, an index, ...) or a directory of other files is refused before any work.
+succeeded and read something (pages, entities, a line of each list given). A failed run exits
+non-zero and leaves a finished extraction in DIR as it was; so does a run interrupted by
+Ctrl-C (SIGINT) or SIGTERM, which removes its staging directory and exits 130 or 143 with one
+line on stderr (SIGKILL leaves the staging directory, which the next run removes). DIR must
+be new, empty or an earlier extraction: a file, another stage's output (a model, reports, an
+index, ...) or a directory of other files is refused before any work.
 Flags that are neither this module's nor Beam pipeline options are an error.
 """
 
 import datetime
 import logging
+import signal
 import sys
 from typing import Sequence
 
@@ -58,6 +62,8 @@ entry.quiet_native_logs()  # before beam_io loads TensorFlow: no native INFO/ERR
 from beam_pipelines.pipelines import beam_io  # pylint: disable=wrong-import-position
 from beam_pipelines.pipelines import extraction  # pylint: disable=wrong-import-position
 
+PROGRAM = "python -m beam_pipelines.extract_wikipedia"
+
 
 def main(argv: Sequence[str]) -> None:
   """Entry point: absl flags for the extraction, every other flag goes to PipelineOptions."""
@@ -68,6 +74,17 @@ def main(argv: Sequence[str]) -> None:
   fileio.check_output_dir(flag_values.output_dir, fileio.EXTRACTION)
   input_patterns = [p for p in flag_values.input.split(",") if p]
   started = datetime.datetime.now()
+  interrupted = []
+
+  def interrupt(signum, frame):
+    del frame
+    interrupted.append(signum)
+    raise KeyboardInterrupt(signal.Signals(signum).name)
+
+  # SIGTERM (a scheduler stopping the job) ends the run as Ctrl-C does: the staging directory
+  # removed on the way out, not left to the next run as SIGTERM's default exit leaves it.
+  previous = {signum: signal.signal(signum, interrupt)
+              for signum in (signal.SIGINT, signal.SIGTERM)}
   try:
     stats = extraction.run(input_patterns, flag_values.output_dir,
                            heldout_fraction=flag_values.heldout_fraction,
@@ -81,9 +98,17 @@ def main(argv: Sequence[str]) -> None:
                            title_lists=flag_values.titles,
                            redirect_lists=flag_values.redirects_tsv,
                            parse_processes=flag_values.parse_processes)
-  except (FileNotFoundError, ValueError) as e:
-    print(f"error: {e}", file=sys.stderr)
-    sys.exit(2)
+  except BaseException:  # pylint: disable=broad-except
+    if not interrupted:
+      raise  # an input error (one line, exit 2: errors.one_line_errors) or a failure
+    # Beam re-raises the interrupt of a step as a RuntimeError naming the step: one line here.
+    print(f"{PROGRAM}: error: interrupted ({signal.Signals(interrupted[0]).name}); "
+          f"{flag_values.output_dir}: a finished extraction there is left as it was (unless "
+          "the run was publishing: then it holds no MANIFEST.json; run again)", file=sys.stderr)
+    sys.exit(128 + interrupted[0])
+  finally:
+    for signum, handler in previous.items():
+      signal.signal(signum, handler)
   seconds = (datetime.datetime.now() - started).total_seconds()
   for name, value in stats.items():
     print(f"{name:>45s}  {value}")
@@ -141,8 +166,7 @@ def _entry_point() -> None:
   logging.getLogger().setLevel(logging.INFO)
   # Flags not defined here go to Beam (PipelineOptions) if Beam knows them, else are an error
   # (beam_io.default_pipeline_options).
-  entry.run(main, "python -m beam_pipelines.extract_wikipedia",
-            flags_parser=entry.known_flags_parser("python -m beam_pipelines.extract_wikipedia"))
+  entry.run(main, PROGRAM, flags_parser=entry.known_flags_parser(PROGRAM))
 
 
 if __name__ == "__main__":

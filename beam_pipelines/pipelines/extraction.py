@@ -966,12 +966,19 @@ def _expand_patterns(input_patterns: Sequence[str], what: str = "input") -> List
 
   Raises:
     FileNotFoundError: naming `what` and the patterns that match nothing.
+    ValueError: a pattern names a local directory (Beam's match gives the directory itself,
+      which no reader opens): the message names it and the pattern of its files to give.
   """
   results = FileSystems.match(list(input_patterns))
   missing = [p for p, r in zip(input_patterns, results) if not r.metadata_list]
   if missing:
     raise FileNotFoundError(f"{what} pattern(s) match no file: {', '.join(missing)}")
-  return sorted({m.path for r in results for m in r.metadata_list})
+  paths = sorted({m.path for r in results for m in r.metadata_list})
+  directories = [p for p in paths if os.path.isdir(p)]
+  if directories:
+    raise ValueError(f"{what} {directories[0]} is a directory, not a file: give its files "
+                     f"as a pattern, e.g. {os.path.join(directories[0], '*')}")
+  return paths
 
 
 # Lines looked at by the check of a description, title or redirect list before the run.

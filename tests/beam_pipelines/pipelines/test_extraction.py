@@ -297,6 +297,10 @@ FAILED_RUNS = [
     ("missing_titles", r"--titles list pattern\(s\) match no file: .*nowhere-titles"),
     ("missing_redirects", r"--redirects_tsv list pattern\(s\) match no file: .*nowhere.tsv"),
     ("missing_multistream_index", r"--multistream_index pattern\(s\) match no file"),
+    # It was '[Errno 21] Is a directory' from the format check, naming neither the flag nor
+    # what to give instead.
+    ("directory_as_input", r"--input dump .*odd\d* is a directory, not a file: give its files "
+                           r"as a pattern, e\.g\. .*odd\d*/\*$"),
     ("empty_file", "empty.xml: is empty; expected a MediaWiki XML export"),
     ("jsonl_file", "pages.jsonl: holds JSON"),
     ("raw_wikitext", "Gull_Sea.txt: is not XML .*raw wikitext"),
@@ -342,6 +346,8 @@ def test_failed_run_leaves_the_finished_extraction_as_it_was(finished, inputs, t
     kwargs["redirect_lists"] = [str(tmp_path / "nowhere.tsv")]
   elif case == "missing_multistream_index":
     kwargs["multistream_index"] = str(tmp_path / "nowhere-index.txt.bz2")
+  elif case == "directory_as_input":
+    kwargs["input_patterns"] = [dump, os.path.dirname(odd["empty"])]
   elif case == "empty_file":
     kwargs["input_patterns"] = [dump, odd["empty"]]
   elif case == "jsonl_file":
