@@ -50,7 +50,6 @@ Flags that are neither this module's nor Beam pipeline options are an error.
 
 import datetime
 import logging
-import signal
 import sys
 from typing import Sequence
 
@@ -63,6 +62,8 @@ from beam_pipelines.pipelines import beam_io  # pylint: disable=wrong-import-pos
 from beam_pipelines.pipelines import extraction  # pylint: disable=wrong-import-position
 
 PROGRAM = "python -m beam_pipelines.extract_wikipedia"
+INTERRUPTED_NOTE = ("a finished extraction in --output_dir is left as it was (unless the run "
+                    "was publishing: then it holds no MANIFEST.json; run again)")
 
 
 def main(argv: Sequence[str]) -> None:
@@ -74,41 +75,20 @@ def main(argv: Sequence[str]) -> None:
   fileio.check_output_dir(flag_values.output_dir, fileio.EXTRACTION)
   input_patterns = [p for p in flag_values.input.split(",") if p]
   started = datetime.datetime.now()
-  interrupted = []
-
-  def interrupt(signum, frame):
-    del frame
-    interrupted.append(signum)
-    raise KeyboardInterrupt(signal.Signals(signum).name)
-
-  # SIGTERM (a scheduler stopping the job) ends the run as Ctrl-C does: the staging directory
-  # removed on the way out, not left to the next run as SIGTERM's default exit leaves it.
-  previous = {signum: signal.signal(signum, interrupt)
-              for signum in (signal.SIGINT, signal.SIGTERM)}
-  try:
-    stats = extraction.run(input_patterns, flag_values.output_dir,
-                           heldout_fraction=flag_values.heldout_fraction,
-                           descriptions=flag_values.descriptions,
-                           pipeline_options=beam_io.default_pipeline_options(
-                               argv[1:], own_flags=list(flag_values)),
-                           num_shards=flag_values.num_shards,
-                           multistream_index=flag_values.multistream_index,
-                           detect_multistream_index=flag_values.detect_multistream_index,
-                           range_bytes=int(flag_values.multistream_range_mb * (1 << 20)),
-                           title_lists=flag_values.titles,
-                           redirect_lists=flag_values.redirects_tsv,
-                           parse_processes=flag_values.parse_processes)
-  except BaseException:  # pylint: disable=broad-except
-    if not interrupted:
-      raise  # an input error (one line, exit 2: errors.one_line_errors) or a failure
-    # Beam re-raises the interrupt of a step as a RuntimeError naming the step: one line here.
-    print(f"{PROGRAM}: error: interrupted ({signal.Signals(interrupted[0]).name}); "
-          f"{flag_values.output_dir}: a finished extraction there is left as it was (unless "
-          "the run was publishing: then it holds no MANIFEST.json; run again)", file=sys.stderr)
-    sys.exit(128 + interrupted[0])
-  finally:
-    for signum, handler in previous.items():
-      signal.signal(signum, handler)
+  # Ctrl-C or SIGTERM: the run's staging directory removed on the way out, one line, exit
+  # 130 or 143 (errors.one_line_errors, INTERRUPTED_NOTE).
+  stats = extraction.run(input_patterns, flag_values.output_dir,
+                         heldout_fraction=flag_values.heldout_fraction,
+                         descriptions=flag_values.descriptions,
+                         pipeline_options=beam_io.default_pipeline_options(
+                             argv[1:], own_flags=list(flag_values)),
+                         num_shards=flag_values.num_shards,
+                         multistream_index=flag_values.multistream_index,
+                         detect_multistream_index=flag_values.detect_multistream_index,
+                         range_bytes=int(flag_values.multistream_range_mb * (1 << 20)),
+                         title_lists=flag_values.titles,
+                         redirect_lists=flag_values.redirects_tsv,
+                         parse_processes=flag_values.parse_processes)
   seconds = (datetime.datetime.now() - started).total_seconds()
   for name, value in stats.items():
     print(f"{name:>45s}  {value}")
@@ -166,7 +146,8 @@ def _entry_point() -> None:
   logging.getLogger().setLevel(logging.INFO)
   # Flags not defined here go to Beam (PipelineOptions) if Beam knows them, else are an error
   # (beam_io.default_pipeline_options).
-  entry.run(main, PROGRAM, flags_parser=entry.known_flags_parser(PROGRAM))
+  entry.run(main, PROGRAM, flags_parser=entry.known_flags_parser(PROGRAM),
+            interrupted_note=INTERRUPTED_NOTE)
 
 
 if __name__ == "__main__":

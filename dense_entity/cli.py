@@ -328,12 +328,21 @@ def main(argv=None):
   logging.basicConfig(level=logging.WARNING)
   parser = build_parser()
   args = parser.parse_args(argv)
-  try:
-    return args.fn(args)
-  except (FileNotFoundError, ValueError) as e:
-    # Bad input or a missing stage output: the message names the file; no traceback.
-    print(f"dense-entity {args.command}: error: {e}", file=sys.stderr)
-    return 2
+  from dense_entity.common import errors  # pylint: disable=g-import-not-at-top
+  # Ctrl-C or SIGTERM: the stages' cleanup runs on the way out, then one line (errors).
+  with errors.interrupts_raise() as received:
+    try:
+      return args.fn(args)
+    except BaseException as e:  # pylint: disable=broad-except
+      if received and not isinstance(e, SystemExit):  # whatever the interrupt became
+        print(errors.interrupted_line(f"dense-entity {args.command}", received[0]),
+              file=sys.stderr)
+        return 128 + received[0]
+      if not isinstance(e, (FileNotFoundError, ValueError)):
+        raise
+      # Bad input or a missing stage output: the message names the file; no traceback.
+      print(f"dense-entity {args.command}: error: {e}", file=sys.stderr)
+      return 2
 
 
 if __name__ == "__main__":

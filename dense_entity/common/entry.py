@@ -10,8 +10,9 @@ Every absl entry point (`python -m dense_entity.train`, `.evaluate`, `.context_p
   (absl itself exits with status 1 after help);
 - parses the flags with `one_line_flags_parser`: a bad, unknown or missing flag is one line
   and status 2 (absl exits 1);
-- runs `main` under absl's `app.run`, with user errors printed as one line and status 2
-  (errors.one_line_errors).
+- runs `main` under absl's `app.run`, with user errors printed as one line and status 2,
+  and Ctrl-C or SIGTERM ending the run through its cleanup with one line and status 130 or
+  143 (errors.one_line_errors).
 
 Entry points import TensorFlow inside `main` (or call `quiet_native_logs` before importing it),
 so the log level applies and `--help` does not load TensorFlow.
@@ -109,7 +110,8 @@ def known_flags_parser(program: str) -> Callable[[List[str]], List[str]]:
 
 def run(main: Callable, program: str, flags_parser: Optional[Callable] = None,
         argv: Optional[Sequence[str]] = None,
-        environ: Optional[MutableMapping[str, str]] = None):
+        environ: Optional[MutableMapping[str, str]] = None,
+        interrupted_note: Optional[str] = None):
   """Runs an absl `main(argv)` as the entry point `program` (see the module docstring).
 
   Args:
@@ -120,9 +122,12 @@ def run(main: Callable, program: str, flags_parser: Optional[Callable] = None,
       Beam); default one_line_flags_parser(program): every flag must be this program's.
     argv: the command line (default sys.argv).
     environ: the environment (default os.environ).
+    interrupted_note: what a run stopped by Ctrl-C or SIGTERM leaves, said on its one line
+      (errors.one_line_errors).
 
   Raises:
-    SystemExit: 0 after help; 2 after a bad flag or a user error.
+    SystemExit: 0 after help; 2 after a bad flag or a user error; 130 or 143 after Ctrl-C or
+      SIGTERM.
   """
   quiet_native_logs(environ)
   argv = list(sys.argv if argv is None else argv)
@@ -132,5 +137,5 @@ def run(main: Callable, program: str, flags_parser: Optional[Callable] = None,
     sys.exit(0)
   from absl import app  # pylint: disable=g-import-not-at-top
   from dense_entity.common import errors  # pylint: disable=g-import-not-at-top
-  app.run(errors.one_line_errors(main, program), argv=argv,
+  app.run(errors.one_line_errors(main, program, interrupted_note), argv=argv,
           flags_parser=flags_parser or one_line_flags_parser(program))

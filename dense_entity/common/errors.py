@@ -7,13 +7,23 @@ PermissionError or ValueError with a message that names the file or record. The 
 message as one line and exit with status 2, as `dense-entity link` does, instead of a
 traceback; DENSE_ENTITY_TRACEBACK=1 keeps the traceback. Any other exception (a bug) keeps its
 traceback.
+
+A run stopped by Ctrl-C (SIGINT) or SIGTERM (a scheduler or `kill` stopping the job) ends the
+same way for both: KeyboardInterrupt raised where the run is, so every `finally` and `except`
+on the way out runs (a stage's temporary output directory removed, a worker pool shut down;
+SIGTERM's default exit ran none of them), then one line naming the signal and exit status
+128 + its number (130, 143), instead of a traceback (Beam re-raises it from a step as a
+RuntimeError naming the step).
 """
 
+import contextlib
 import functools
 import os
+import signal
 import sys
+import threading
 import traceback
-from typing import Callable
+from typing import Callable, Iterator, List, Optional
 
 USER_ERRORS = (FileNotFoundError, FileExistsError, NotADirectoryError, IsADirectoryError,
                PermissionError, ValueError)
@@ -21,19 +31,63 @@ USER_ERROR_STATUS = 2
 TRACEBACK_ENV = "DENSE_ENTITY_TRACEBACK"
 
 
-def one_line_errors(main: Callable, program: str) -> Callable:
+INTERRUPT_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+@contextlib.contextmanager
+def interrupts_raise() -> Iterator[List[int]]:
+  """Within the block, SIGINT and SIGTERM raise KeyboardInterrupt (SIGTERM's default ends the
+  process at once, no cleanup run); yields the list of the signals received, in order. The
+  previous handlers come back at the block's end. Outside the main thread (where no handler
+  can be set) nothing changes."""
+  received: List[int] = []
+
+  def interrupt(signum, frame):
+    del frame
+    received.append(signum)
+    raise KeyboardInterrupt(signal.Signals(signum).name)
+
+  previous = {}
+  if threading.current_thread() is threading.main_thread():
+    previous = {signum: signal.signal(signum, interrupt) for signum in INTERRUPT_SIGNALS}
+  try:
+    yield received
+  finally:
+    for signum, handler in previous.items():
+      signal.signal(signum, handler)
+
+
+def interrupted_line(program: str, signum: int, note: Optional[str] = None) -> str:
+  """'PROGRAM: error: interrupted (SIGTERM)[; NOTE]': what an interrupted run prints."""
+  return (f"{program}: error: interrupted ({signal.Signals(signum).name})"
+          + (f"; {note}" if note else ""))
+
+
+def one_line_errors(main: Callable, program: str,
+                    interrupted_note: Optional[str] = None) -> Callable:
   """Wraps an absl `main(argv)`: a USER_ERRORS exception prints `PROGRAM: error: MESSAGE` to
-  stderr and exits with USER_ERROR_STATUS (2)."""
+  stderr and exits with USER_ERROR_STATUS (2); SIGINT or SIGTERM during `main` prints
+  interrupted_line(PROGRAM, signal, interrupted_note) and exits with 128 + the signal's
+  number (the module docstring). `interrupted_note`: what the interrupted run leaves (e.g. the
+  extraction's: the finished extraction in place)."""
 
   @functools.wraps(main)
   def wrapped(argv):
-    try:
-      return main(argv)
-    except USER_ERRORS as e:
-      if os.environ.get(TRACEBACK_ENV) == "1":
-        traceback.print_exc()
-      message = " ".join(str(e).split()) or type(e).__name__
-      print(f"{program}: error: {message}", file=sys.stderr)
-      sys.exit(USER_ERROR_STATUS)
+    with interrupts_raise() as received:
+      try:
+        return main(argv)
+      except BaseException as e:  # pylint: disable=broad-except
+        if received and not isinstance(e, SystemExit):  # whatever the interrupt became
+          if os.environ.get(TRACEBACK_ENV) == "1":
+            traceback.print_exc()
+          print(interrupted_line(program, received[0], interrupted_note), file=sys.stderr)
+          sys.exit(128 + received[0])
+        if not isinstance(e, USER_ERRORS):
+          raise
+        if os.environ.get(TRACEBACK_ENV) == "1":
+          traceback.print_exc()
+        message = " ".join(str(e).split()) or type(e).__name__
+        print(f"{program}: error: {message}", file=sys.stderr)
+        sys.exit(USER_ERROR_STATUS)
 
   return wrapped

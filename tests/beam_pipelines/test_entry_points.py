@@ -118,9 +118,10 @@ def test_sigterm_ends_a_run_in_one_line_and_leaves_the_finished_extraction(tmp_p
   stderr = proc.communicate(timeout=120)[1]
   assert proc.returncode == 128 + signal.SIGTERM, stderr[-3000:]
   assert stderr.strip().splitlines()[-1] == (
-      f"python -m beam_pipelines.extract_wikipedia: error: interrupted (SIGTERM); {out}: a "
-      "finished extraction there is left as it was (unless the run was publishing: then it "
+      "python -m beam_pipelines.extract_wikipedia: error: interrupted (SIGTERM); a finished "
+      "extraction in --output_dir is left as it was (unless the run was publishing: then it "
       "holds no MANIFEST.json; run again)")
+  assert not [n for n in os.listdir(out) if n.startswith(".staging-")]
   assert {name: (out / name).read_bytes() for name in os.listdir(out)} == before
 
 

@@ -1,8 +1,10 @@
 """Entry points print ordinary user errors as one line and exit 2 (dense_entity.common.errors)."""
 
 import os
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -40,3 +42,59 @@ def test_entry_points_print_the_missing_input_without_a_traceback(module, args):
   assert "Traceback" not in proc.stderr
   last = proc.stderr.strip().splitlines()[-1]
   assert last.startswith(f"python -m {module}: error: /nonexistent/")
+
+
+@pytest.mark.parametrize("signum, status", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_an_interrupted_run_cleans_up_and_is_one_line(capsys, tmp_path, signum, status):
+  # SIGTERM's default exit ran no cleanup (a stage's temporary directory stayed behind), and
+  # Ctrl-C printed a traceback (from Beam, a RuntimeError naming the step).
+  partial = tmp_path / ".partial"
+
+  def main(argv):
+    del argv
+    partial.mkdir()
+    try:
+      os.kill(os.getpid(), signum)
+      time.sleep(10)  # the handler raises here
+    finally:
+      partial.rmdir()
+
+  before = signal.getsignal(signal.SIGTERM)
+  with pytest.raises(SystemExit) as exit_info:
+    errors.one_line_errors(main, "prog", interrupted_note="DIR left as it was")(["prog"])
+  assert exit_info.value.code == status
+  assert capsys.readouterr().err == (
+      f"prog: error: interrupted ({signal.Signals(signum).name}); DIR left as it was\n")
+  assert not partial.exists()
+  assert signal.getsignal(signal.SIGTERM) is before  # handlers restored after the run
+
+
+def test_an_interrupt_re_raised_as_another_error_is_still_the_interrupt(capsys):
+  # Beam re-raises a step's KeyboardInterrupt as a RuntimeError; a user-error type it might
+  # become is not reported as the user's error.
+  def main(argv):
+    del argv
+    try:
+      os.kill(os.getpid(), signal.SIGTERM)
+      time.sleep(10)
+    except KeyboardInterrupt as e:
+      raise ValueError("while running 'Step'") from e
+
+  with pytest.raises(SystemExit) as exit_info:
+    errors.one_line_errors(main, "prog")(["prog"])
+  assert exit_info.value.code == 143
+  assert capsys.readouterr().err == "prog: error: interrupted (SIGTERM)\n"
+
+
+def test_the_demo_command_ends_in_one_line_on_sigterm(capsys, monkeypatch):
+  from dense_entity import cli  # pylint: disable=g-import-not-at-top
+
+  def kb(args, stdout=None):
+    del args, stdout
+    os.kill(os.getpid(), signal.SIGTERM)
+    time.sleep(10)
+
+  monkeypatch.setattr(cli, "_kb", kb)
+  assert cli.main(["kb", "status", "--workspace", "/nonexistent/ws"]) == 143
+  assert capsys.readouterr().err.splitlines()[-1] == (
+      "dense-entity kb: error: interrupted (SIGTERM)")
