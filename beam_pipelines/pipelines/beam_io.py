@@ -1192,8 +1192,9 @@ def init_pool_worker(gc_thresholds: Optional[Tuple[int, int, int]] = GC_THRESHOL
   cyclic garbage collector set as in the step's own process (gc.freeze: in a forked worker,
   the objects it inherits, which a collection would otherwise touch and so copy, stay out of
   reach; then `gc_thresholds`); SIGINT and SIGTERM back to Python's defaults (a forked
-  worker inherits the handlers of its maker, such as extract_wikipedia's, which reports the
-  interrupt of the whole run); then initializer(*initargs), the step's own."""
+  worker inherits the handlers of its maker, such as an entry point's, which reports the
+  interrupt of the whole run: dense_entity.common.errors.interrupts_raise); then
+  initializer(*initargs), the step's own."""
   if parent is not None and sys.platform.startswith("linux"):
     _die_with_parent(_prctl(), parent)
   signal.signal(signal.SIGINT, signal.default_int_handler)
