@@ -373,6 +373,10 @@ def main(argv):
     raise app.UsageError("the wikiextractor methods need the package wikiextractor: "
                          "pip install -e \".[bench]\" (or leave them out of --methods)")
   long_pages = [float(mb) for mb in FLAGS.long_page_mb.split(",") if mb]
+  # A file that is no dump: the extraction's own one-line error now, not a method's failure
+  # (with its traceback) after the others ran.
+  from beam_pipelines.pipelines import extraction  # pylint: disable=g-import-not-at-top
+  extraction.check_inputs(files)
   pages, size = count_pages(files)
   print(f"{len(files)} files, {size / 2**20:.1f} MiB bz2, {pages} pages "
         f"({os.cpu_count()} CPUs)")

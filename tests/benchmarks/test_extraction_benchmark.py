@@ -1,6 +1,13 @@
-"""Tests of benchmarks/extraction_benchmark.py's figures over repeated runs."""
+"""Tests of benchmarks/extraction_benchmark.py: its figures over repeated runs, its CPU
+column, its input check."""
+
+import os
+import subprocess
+import sys
 
 from benchmarks import extraction_benchmark
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def _run(seconds, wall, rss, tree, cpu=5.0):
@@ -23,8 +30,6 @@ def test_median_run_takes_middle_times_and_largest_memory():
 
 
 def test_cpu_seconds_counts_this_process_and_its_reaped_children():
-  import subprocess  # pylint: disable=g-import-not-at-top
-  import sys  # pylint: disable=g-import-not-at-top
   before = extraction_benchmark.cpu_seconds()
   # A child that spins ~0.3 s of CPU, waited for: its time counts once it has ended.
   subprocess.run([sys.executable, "-c",
@@ -43,3 +48,17 @@ def test_table_has_cpu_seconds_and_cores():
   assert ours[3] == "5.7" and ours[4] == "1.90"  # 5.7 CPU s over 3.0 work s
   # pages/s ratio to wikiextractor --processes 2: 2.6 / 3.0
   assert table[3].split()[0] == "wikiextractor_2p" and ours[-5] == "0.87"
+
+
+def test_a_file_that_is_no_dump_is_one_line_before_any_method_runs(tmp_path):
+  # It ran the methods and failed on the first with a traceback around the extraction's error.
+  bad = tmp_path / "pages.json"
+  bad.write_text('{"a": 1}\n', encoding="utf-8")
+  proc = subprocess.run(
+      [sys.executable, "-m", "benchmarks.extraction_benchmark", f"--files={bad}",
+       "--methods=ours_parse"], cwd=REPO_ROOT, capture_output=True, text=True, check=False,
+      timeout=300)
+  assert proc.returncode == 2, proc.stderr[-2000:]
+  assert "Traceback" not in proc.stderr and "running ours_parse" not in proc.stdout
+  assert proc.stderr.strip().splitlines()[-1].startswith(
+      f"python -m benchmarks.extraction_benchmark: error: {bad}: holds JSON")
