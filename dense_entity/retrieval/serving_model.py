@@ -188,6 +188,9 @@ class ServingModule(tf.Module):
     # One dict argument, so the signature's inputs are named by feature (savedmodel._Encoder).
     @tf.function(input_signature=[spec])
     def serve(features):
+      # Inputs of different lengths: an error naming the input (also for an export made
+      # before its encoder checked them).
+      features = savedmodel.same_batch(features, list(features))
       q = encode(**features)[savedmodel.OUTPUT_KEY]
       # The index normalises queries too (index.py); an encoding of zero norm stays 0.
       q = tf.math.l2_normalize(q, axis=-1, epsilon=1e-12)

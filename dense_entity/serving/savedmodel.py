@@ -4,7 +4,10 @@ Each SavedModel has the signature 'serving_default':
 - mention encoder: inputs `mention_span`, `mention_left_context`, `mention_right_context`,
   `mention_sentence`, each tf.string `[batch]`;
 - entity encoder: inputs `entity_title`, `entity_text`, `entity_categories` ('|'-joined
-  category names), each tf.string `[batch]`;
+  category names) and `entity_aliases` ('|'-joined redirect titles and other names; '' for
+  none), each tf.string `[batch]` (the manifest's 'entity_inputs' lists them);
+- every input of one call holds one string per example: inputs of different lengths are an
+  InvalidArgumentError naming the input (same_batch);
 - output `encodings`: float32 `[batch, encoding_dim]`, L2-normalised (an input with no tokens at
   all encodes to a finite vector, possibly zero). With the lexical context-description channel
   (config.ModelConfig.context_match_dim) an encoding is [sqrt(1 - w) * learned, sqrt(w) *
@@ -42,6 +45,26 @@ PACKED_SIGNATURE = "serving_packed"
 PACKED_INPUT = "packed_features"
 
 
+def same_batch(features: Dict[str, tf.Tensor], names) -> Dict[str, tf.Tensor]:
+  """`features` (tf.string `[batch]` each, by name) after a check, in the graph, that every
+  one of `names` holds as many strings as the first: the towers put a batch's features one
+  after another and split them back into equal parts, so inputs of different lengths gave
+  encodings of the wrong strings without an error (lengths 2, 2, 1, 3: 2 encodings, cosine
+  0.75 with the right ones), or a split error naming no input.
+
+  Raises (when the graph runs):
+    tf.errors.InvalidArgumentError: naming the input that differs, the first input and their
+      sizes.
+  """
+  first = names[0]
+  checks = [tf.debugging.assert_equal(
+      tf.size(features[name]), tf.size(features[first]),
+      message=f"input {name} must hold as many strings as {first} (one per example)")
+            for name in names[1:]]
+  with tf.control_dependencies(checks):
+    return {name: tf.identity(features[name]) for name in names}
+
+
 class _Encoder(tf.Module):
   """Wraps a tower with a string-in, encodings-out signature."""
 
@@ -55,7 +78,7 @@ class _Encoder(tf.Module):
 
     @tf.function(input_signature=[spec])
     def serve(features):
-      return {OUTPUT_KEY: self.tower(features)}
+      return {OUTPUT_KEY: self.tower(same_batch(features, self.feature_names))}
 
     # The same, all inputs in one tensor (rows in `feature_names` order): one input to convert
     # and bind per call instead of four, which is most of a single mention's cost (issue 17).

@@ -145,6 +145,18 @@ def test_bad_inputs_are_clear_errors(workspace, tmp_path):
   assert not os.path.exists(tmp_path / "s")
 
 
+def test_inputs_of_different_lengths_are_an_error_naming_the_input(workspace):
+  # (['Paris', 'Georgia'], ['', ''], ['x'], ['a', 'b', 'c']) answered 'Paris (mythology)' for
+  # Paris: the encoder split the inputs into equal parts of the wrong strings.
+  import tensorflow_text  # noqa: F401  # pylint: disable=g-import-not-at-top,unused-import
+  root, _ = workspace
+  fn = tf.saved_model.load(os.path.join(root, "export", "serving")).signatures[
+      "serving_default"]
+  sizes = dict(zip(schema.MENTION_FEATURES, (2, 2, 1, 3)))
+  with pytest.raises(tf.errors.InvalidArgumentError, match="must hold as many strings as"):
+    fn(**{n: tf.constant(["x"] * size, tf.string) for n, size in sizes.items()})
+
+
 _FRESH_SCANN = _FRESH.replace(
     "import tensorflow_text  # registers the featurizer's text ops",
     "import tensorflow_text  # registers the featurizer's text ops\n"

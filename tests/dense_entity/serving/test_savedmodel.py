@@ -68,6 +68,25 @@ def test_missing_input_is_a_clear_error(exported):
     encoder({schema.ENTITY_TITLE: ["x"], schema.ENTITY_CATEGORIES: [""]})
 
 
+@pytest.mark.parametrize("sizes", [(2, 2, 1, 3), (2, 0, 0, 6), (1, 0, 0, 3), (3, 1, 1, 1)])
+def test_inputs_of_different_lengths_are_an_error_naming_the_input(exported, sizes):
+  # The raw signature put the four inputs one after another and split them into equal parts:
+  # lengths (2, 2, 1, 3) gave 2 encodings of the wrong strings, (3, 1, 1, 1) a split error
+  # naming no input. The first input that differs is named, with its size.
+  import tensorflow_text  # noqa: F401  # pylint: disable=g-import-not-at-top,unused-import
+  _, export_dir, _ = exported
+  fn = tf.saved_model.load(os.path.join(export_dir, savedmodel.MENTION_ENCODER_DIR)).signatures[
+      "serving_default"]
+  inputs = {n: tf.constant(["x"] * size, tf.string)
+            for n, size in zip(schema.MENTION_FEATURES, sizes)}
+  first_bad = next(n for n, size in zip(schema.MENTION_FEATURES, sizes) if size != sizes[0])
+  with pytest.raises(tf.errors.InvalidArgumentError,
+                     match=f"input {first_bad} must hold as many strings as mention_span"):
+    fn(**inputs)
+  same = {n: tf.constant(["x"] * 2, tf.string) for n in schema.MENTION_FEATURES}
+  assert fn(**same)[savedmodel.OUTPUT_KEY].shape[0] == 2
+
+
 _FRESH = """
 import json, sys
 import numpy as np
