@@ -157,7 +157,8 @@ def replace_directory(finished_dir: str, directory: str, marker: str) -> None:
   """Moves the complete `finished_dir` to `directory`, replacing what was there.
 
   The old directory is renamed aside first and deleted only after the new one is in place, so
-  `directory` never holds a half-written or half-deleted artifact. Both paths must be on one
+  `directory` never holds a half-written or half-deleted artifact (a symlink there is
+  replaced, its target left alone). Both paths must be on one
   filesystem (`finished_dir` is normally a temporary sibling of `directory`). Only an earlier
   output of the same stage (holding `marker`) or an empty directory is replaced
   (`check_replaceable`).
@@ -171,7 +172,9 @@ def replace_directory(finished_dir: str, directory: str, marker: str) -> None:
     backup = f"{directory}.old-{uuid.uuid4().hex[:8]}"
     os.rename(directory, backup)
   os.rename(finished_dir, directory)
-  if backup:
+  if backup and os.path.islink(backup):
+    os.unlink(backup)  # rmtree refuses a symlink: the link was left beside as '.old-...'
+  elif backup:
     shutil.rmtree(backup, ignore_errors=True)
 
 

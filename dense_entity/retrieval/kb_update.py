@@ -47,6 +47,7 @@ import json
 import os
 import shutil
 import time
+import uuid
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -518,6 +519,13 @@ def update_kb(workspace: str, operation: str, records: Sequence[EntityRecord],
     # Checks passed: from here on the workspace may be migrated to versions.
     kb_versions.migrate(index_link, serving_link)
     current = kb_versions.resolve_index_dir(index_link)
+    # A serving model directory at WS/export/serving in a workspace already versioned (what
+    # export.serving wrote over the symlink before round 25, which updates then left stale):
+    # its k, search and calibrator are the newest, the re-export takes them, and the
+    # directory gives way to the symlink once the new version is published.
+    exported_serving = (serving_link if os.path.isdir(serving_link)
+                        and not os.path.islink(serving_link) and os.path.isfile(
+                            os.path.join(serving_link, "serving_manifest.json")) else None)
     version = (kb_manifest["kb_version"] if kb_manifest else 0) + 1
     version = max([version] + [v + 1 for v in kb_versions.versions(store)])
     plan = _plan(titles, row_entities, ADD if operation == REBALANCE else operation, records,
@@ -536,7 +544,8 @@ def update_kb(workspace: str, operation: str, records: Sequence[EntityRecord],
     staging = kb_versions.new_staging_dir(store, version)
     try:
       manifest = _stage(current, staging, workspace, operation, records, plan, new_rows, kinds,
-                        fingerprint, version, kb_manifest, serving, step)
+                        fingerprint, version, kb_manifest, serving, step,
+                        serving_settings=exported_serving)
       manifest["seconds"] = dict(manifest.pop("_seconds"), read=round(read_seconds, 3),
                                  encode=round(encode_seconds, 3),
                                  total=round(time.perf_counter() - started, 3))
@@ -549,14 +558,24 @@ def update_kb(workspace: str, operation: str, records: Sequence[EntityRecord],
       shutil.rmtree(staging, ignore_errors=True)
       raise
     if os.path.isdir(os.path.join(index_link, kb_versions.SERVING_DIR)) and (
-        not os.path.lexists(serving_link) or os.path.islink(serving_link)):
+        not os.path.lexists(serving_link) or os.path.islink(serving_link)
+        or (exported_serving and manifest.get("serving"))):
+      aside = None
+      if exported_serving and not os.path.islink(serving_link):
+        aside = f"{serving_link}.old-{uuid.uuid4().hex[:8]}"
+        os.rename(serving_link, aside)
       kb_versions.link_to_index_serving(serving_link, index_link)
+      if aside:
+        shutil.rmtree(aside, ignore_errors=True)
   return manifest
 
 
 def _stage(current, staging, workspace, operation, records, plan, new_rows, kinds, fingerprint,
-           version, kb_manifest, serving, step) -> Dict[str, Any]:
-  """Writes every file of the new version into `staging`; returns its KB manifest (unwritten)."""
+           version, kb_manifest, serving, step,
+           serving_settings: Optional[str] = None) -> Dict[str, Any]:
+  """Writes every file of the new version into `staging`; returns its KB manifest (unwritten).
+  The serving model is re-exported with the settings of `serving_settings` (a serving model
+  directory) or else of the current version's."""
   fileio.write_text_atomically(os.path.join(staging, index_lib.TITLES_FILENAME),
                                "".join(t + "\n" for t in plan.titles))
   with open(os.path.join(staging, index_lib.ROW_ENTITIES_FILENAME), "wb") as f:
@@ -609,7 +628,7 @@ def _stage(current, staging, workspace, operation, records, plan, new_rows, kind
   if step:
     step("indexes")
   serving_entry = None
-  old_serving = os.path.join(current, kb_versions.SERVING_DIR)
+  old_serving = serving_settings or os.path.join(current, kb_versions.SERVING_DIR)
   if serving and os.path.isfile(os.path.join(old_serving, "serving_manifest.json")):
     serving_entry = _export_serving(os.path.join(workspace, "export"), staging, old_serving,
                                     version)

@@ -283,7 +283,12 @@ def export_serving_model(export_dir: str, index_dir: str, output_dir: Optional[s
       the saved ah_tree index (read, not rebuilt) or else, as for 'brute_force', the
       brute_force index (or entity_encodings.npy + indexes.json), made by the same model.
     output_dir: destination; default EXPORT_DIR/serving. Replaced when it exists; a failed
-      export leaves the previous one (or nothing) in place.
+      export leaves the previous one (or nothing) in place. Where it is the symlink a KB
+      update made (WS/export/serving -> ../index/serving: retrieval.kb_versions), the model
+      replaces the serving model of the KB version it was built from, behind the symlink,
+      so that the symlink stays and the next `dense-entity kb` update re-exports with this
+      export's k, search and calibrator (the symlink was replaced by a directory that the
+      updates then left stale).
     k: results per mention, fixed in the graph; clamped to the number of entities.
     search: 'brute_force', 'ah_tree' or 'auto' (brute force up to
       index.FLOAT16_STORAGE_BYTES of float32 encodings, AH + tree above).
@@ -297,6 +302,8 @@ def export_serving_model(export_dir: str, index_dir: str, output_dir: Optional[s
   Raises:
     FileNotFoundError: the export, titles or encodings are missing (the message names them).
     ValueError: k < 1, encodings of another model or dimension, or titles not matching them.
+    FileExistsError: `output_dir` holds something else than a serving model (another stage's
+      output, a file), said before anything is built (fileio.check_replaceable).
   """
   if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
     raise ValueError(f"k must be a positive integer, got {k!r}")
@@ -304,6 +311,11 @@ def export_serving_model(export_dir: str, index_dir: str, output_dir: Optional[s
   fingerprint, dim = manifest["model_fingerprint"], int(manifest["encoding_dim"])
   calibrator = nil_lib.find_calibrator(export_dir, nil_calibrator, fingerprint)
   index_dir = kb_versions.resolve_index_dir(index_dir)  # one KB version throughout
+  output_dir = os.path.abspath(output_dir or os.path.join(export_dir, SERVING_DIR))
+  if (os.path.islink(output_dir) and os.path.dirname(os.path.realpath(output_dir))
+      == os.path.realpath(index_dir)):
+    output_dir = os.path.realpath(output_dir)  # the KB version's serving model (docstring)
+  fileio.check_replaceable(output_dir, MANIFEST_FILE)
   titles_path = os.path.join(index_dir, index_lib.TITLES_FILENAME)
   if not os.path.isfile(titles_path):
     raise FileNotFoundError(f"{titles_path} is missing; run export.encode_entities")
@@ -347,7 +359,6 @@ def export_serving_model(export_dir: str, index_dir: str, output_dir: Optional[s
                          scann_state_arrays=scann_state_arrays, nil_calibrator=calibrator)
   del encodings, scann_state_arrays  # Held by the module's variables now.
 
-  output_dir = os.path.abspath(output_dir or os.path.join(export_dir, SERVING_DIR))
   tmp = f"{output_dir}.tmp-{uuid.uuid4().hex[:8]}"
   os.makedirs(os.path.dirname(output_dir), exist_ok=True)
   try:

@@ -162,6 +162,47 @@ def test_added_entity_is_linked_and_removed_one_never_comes_back_end_to_end(ws, 
   assert np.mean(ids == np.arange(len(exact))) > 0.98
 
 
+def test_export_serving_after_an_update_stays_behind_the_symlink(ws, tmp_path, encoder):
+  # After an update (WS/export/serving -> ../index/serving), `python -m export.serving` with
+  # other settings replaced the symlink by a directory (and left the link beside it as
+  # serving.old-...); the next update re-exported the version's model with the old settings
+  # and left WS/export/serving on the old KB: a new entity was not served.
+  _update(ws, kb_update.ADD, kb_update.read_entities(
+      _write_jsonl(tmp_path / "first.jsonl", NEW[1:])), encoder, serving=True)
+  serving_link = os.path.join(ws, "export", "serving")
+  assert os.path.islink(serving_link)
+  serving_model.export_serving_model(os.path.join(ws, "export"), os.path.join(ws, "index"),
+                                     k=3, search="brute_force")
+  assert os.path.islink(serving_link)
+  assert not [n for n in os.listdir(os.path.join(ws, "export")) if ".old-" in n]
+  assert serving_model.read_manifest(serving_link)["k"] == 3  # the version's model, replaced
+  _update(ws, kb_update.ADD, kb_update.read_entities(
+      _write_jsonl(tmp_path / "second.jsonl", NEW[:1])), encoder, serving=True)
+  assert os.path.islink(serving_link)
+  assert serving_model.read_manifest(serving_link)["k"] == 3  # re-exported with this k
+  assert _serve(ws, MENTIONS[:1])[0][0] == "Zorvath Quarry"
+
+
+def test_an_update_takes_over_a_serving_directory_left_by_an_older_export(ws, tmp_path,
+                                                                          encoder):
+  # A versioned workspace whose WS/export/serving is a directory (what export.serving wrote
+  # over the symlink before round 25): the update re-exports with that model's settings and
+  # puts the symlink back.
+  _update(ws, kb_update.ADD, kb_update.read_entities(
+      _write_jsonl(tmp_path / "first.jsonl", NEW[1:])), encoder, serving=True)
+  serving_link = os.path.join(ws, "export", "serving")
+  os.unlink(serving_link)
+  serving_model.export_serving_model(os.path.join(ws, "export"), os.path.join(ws, "index"),
+                                     k=4, search="brute_force")
+  assert os.path.isdir(serving_link) and not os.path.islink(serving_link)
+  _update(ws, kb_update.ADD, kb_update.read_entities(
+      _write_jsonl(tmp_path / "second.jsonl", NEW[:1])), encoder, serving=True)
+  assert os.path.islink(serving_link)
+  assert serving_model.read_manifest(serving_link)["k"] == 4
+  assert _serve(ws, MENTIONS[:1])[0][0] == "Zorvath Quarry"
+  assert not [n for n in os.listdir(os.path.join(ws, "export")) if ".old-" in n]
+
+
 def test_update_reencodes_an_entity_and_keeps_its_id(ws, tmp_path, encoder):
   before = _current_titles(ws)
   entity = before.index("Ore River")

@@ -131,6 +131,24 @@ def test_k_is_clamped_to_the_kb_and_failed_export_keeps_the_previous(workspace, 
                                             "mention_encoder", "serving"]
 
 
+def test_an_output_dir_of_something_else_is_refused_before_building(workspace, tmp_path,
+                                                                    monkeypatch):
+  # `--output_dir=WS/extract` was refused only after the whole model was built.
+  root, _ = workspace
+  other = tmp_path / "extract"
+  other.mkdir()
+  (other / "stats.json").write_text("{}\n")
+
+  def not_built(*args, **kwargs):
+    raise AssertionError("the model was built before the output directory was checked")
+
+  monkeypatch.setattr(serving_model, "ServingModule", not_built)
+  with pytest.raises(FileExistsError, match="not a finished output of this stage"):
+    serving_model.export_serving_model(os.path.join(root, "export"), os.path.join(root, "index"),
+                                       str(other))
+  assert os.listdir(other) == ["stats.json"]
+
+
 def test_bad_inputs_are_clear_errors(workspace, tmp_path):
   root, _ = workspace
   with pytest.raises(ValueError, match="k must be"):
