@@ -241,7 +241,9 @@ def build_parser() -> argparse.ArgumentParser:
       "link", help="top-k entities for mentions marked [[...]] in text",
       description="Prints the top-k entities (cosine scores) for each mention. Inputs: the "
       "TEXT arguments, or else stdin, one per line (blank lines skipped). An input is text "
-      "with one or more mentions marked [[...]] (one result per mention), or a JSON object "
+      "with one or more mentions marked [[...]] (one result per mention; the marked text is "
+      "the mention as written, '[[a|b]]' is the mention 'a|b', not a wiki link), or a JSON "
+      "object "
       "{\"text\": ..., \"start\": S, \"end\": E} (character offsets, end exclusive) or "
       "{\"text\": \"...[[mention]]...\"}, optionally with an \"id\" copied to the output. "
       "With a NIL calibrator (EXPORT/nil_calibrator.json or --nil_calibrator) each mention "
