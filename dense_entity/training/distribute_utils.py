@@ -35,9 +35,16 @@ def get_strategy(name: str = "default", tpu_address: Optional[str] = None,
       tf.config.set_logical_device_configuration(
           cpu, [tf.config.LogicalDeviceConfiguration()] * num_cpu_devices)
     devices = [d.name for d in tf.config.list_logical_devices("GPU")]
-    if not devices:
-      devices = [d.name for d in tf.config.list_logical_devices("CPU")]
-    return tf.distribute.MirroredStrategy(devices)
+    if devices:
+      return tf.distribute.MirroredStrategy(devices)
+    # CPU replicas: the gradients are summed on one device. The default collective ops
+    # gather the embedding tables' sparse gradients (IndexedSlices) with a collective that
+    # needs the same number of rows on every replica, which the batches' different words
+    # never give: 'Shape mismatch in the collective instance' (or a segfault) at the first
+    # step on real data (the tests' tiny batches happened to match).
+    devices = [d.name for d in tf.config.list_logical_devices("CPU")]
+    return tf.distribute.MirroredStrategy(
+        devices, cross_device_ops=tf.distribute.ReductionToOneDevice())
   if name == "tpu":
     resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu_address or "")
     tf.config.experimental_connect_to_cluster(resolver)
