@@ -201,6 +201,10 @@ def validate(config: ExperimentConfig) -> None:
     raise ValueError(f"the lexical channels' weights sum to {lexical}; the learned part needs "
                      "a weight > 0")
   t = config.train
+  if t.batch_size == 1:  # (below 1: the loop below)
+    raise ValueError("batch_size must be >= 2: the softmax task's negatives are the other "
+                     "entities of the batch (paper 4.2), so a batch of 1 has none and trains "
+                     "nothing (loss 0)")
   for name in ("batch_size", "eval_every", "eval_batches"):
     if getattr(t, name) < 1:
       raise ValueError(f"{name} must be >= 1, got {getattr(t, name)}")

@@ -149,6 +149,9 @@ def test_train_command_refuses_another_preset_in_one_line(started):
 
 @pytest.mark.parametrize("setting,value,message", [
     ("batch_size", 0, "batch_size must be >= 1, got 0"),
+    # A batch of 1 has no in-batch negative: it trained nothing (loss 0) and said nothing.
+    ("batch_size", 1, "batch_size must be >= 2: the softmax task's negatives are the other "
+                      "entities of the batch"),
     ("learning_rate", -1.0, "learning_rate must be > 0, got -1.0"),
     ("learning_rate", float("nan"), "learning_rate must be > 0, got nan"),
     ("eval_every", 0, "eval_every must be >= 1, got 0"),
