@@ -8,7 +8,9 @@ model_dir resumes from the latest checkpoint; a checkpoint that lacks a variable
 is refused with an error naming it, never half-restored.
 """
 
+import glob
 import os
+import shutil
 from typing import List, Optional, Tuple
 
 import tensorflow as tf
@@ -39,6 +41,19 @@ def write_vocabulary(model_dir: str, words: List[str]) -> None:
   tf.io.gfile.rename(path + ".tmp", path, overwrite=True)
 
 
+def remove_partial_saves(model_dir: str) -> List[str]:
+  """Removes the temporary directories of checkpoint saves that did not finish
+  (`model_dir/checkpoints/ckpt-N_temp*`: TensorFlow writes a save's shards there before it
+  moves them into place; a run stopped during a save left one, 212 MB for the small preset,
+  which no later save of another step removed). Returns their paths."""
+  removed = []
+  for path in glob.glob(os.path.join(model_dir, CHECKPOINT_DIR, "*_temp*")):
+    if os.path.isdir(path) and not os.path.islink(path):
+      shutil.rmtree(path, ignore_errors=True)
+      removed.append(path)
+  return removed
+
+
 def checkpoint_manager(model_dir: str, model: models.DualEncoder,
                        optimizer: optimizers.LazyOptimizer, step: tf.Variable,
                        mining_round: tf.Variable
@@ -55,6 +70,7 @@ def checkpoint_manager(model_dir: str, model: models.DualEncoder,
   Returns:
     (checkpoint, manager); the manager keeps the MAX_TO_KEEP latest checkpoints.
   """
+  remove_partial_saves(model_dir)
   checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, step=step,
                                    mining_round=mining_round)
   manager = tf.train.CheckpointManager(

@@ -462,7 +462,11 @@ class Trainer:
         metrics["heldout_in_batch_auc"] = self.last_heldout_auc
         metrics["mining_round"] = int(self.mining_round.numpy())
         self.summaries.write(step, metrics, hooks.HELDOUT_SCALARS)
-        self.manager.save(checkpoint_number=step)
+        try:
+          self.manager.save(checkpoint_number=step)
+        except BaseException:  # stopped during the save (Ctrl-C, SIGTERM): not left half
+          checkpointing.remove_partial_saves(self.model_dir)
+          raise
         logging.info("step %d %s", step, metrics)
       if progress:
         progress(n, metrics)
