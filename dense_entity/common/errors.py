@@ -18,6 +18,7 @@ RuntimeError naming the step).
 
 import contextlib
 import functools
+import logging
 import os
 import signal
 import sys
@@ -39,7 +40,9 @@ def interrupts_raise() -> Iterator[List[int]]:
   """Within the block, SIGINT and SIGTERM raise KeyboardInterrupt (SIGTERM's default ends the
   process at once, no cleanup run); yields the list of the signals received, in order. The
   previous handlers come back at the block's end. Outside the main thread (where no handler
-  can be set) nothing changes."""
+  can be set) nothing changes. Once a signal was received, log records carrying the
+  KeyboardInterrupt (Beam logs a step's exception with its traceback) are dropped by the root
+  logger's handlers."""
   received: List[int] = []
 
   def interrupt(signum, frame):
@@ -47,12 +50,23 @@ def interrupts_raise() -> Iterator[List[int]]:
     received.append(signum)
     raise KeyboardInterrupt(signal.Signals(signum).name)
 
+  def not_the_interrupt(record: logging.LogRecord) -> bool:
+    # Beam logs a step's exception with its traceback before re-raising it ('SIGTERM [while
+    # running ...]'): for the interrupt, the run's one line says it.
+    return not (received and record.exc_info
+                and isinstance(record.exc_info[1], KeyboardInterrupt))
+
   previous = {}
   if threading.current_thread() is threading.main_thread():
     previous = {signum: signal.signal(signum, interrupt) for signum in INTERRUPT_SIGNALS}
+  handlers = list(logging.getLogger().handlers)
+  for handler in handlers:
+    handler.addFilter(not_the_interrupt)
   try:
     yield received
   finally:
+    for handler in handlers:
+      handler.removeFilter(not_the_interrupt)
     for signum, handler in previous.items():
       signal.signal(signum, handler)
 

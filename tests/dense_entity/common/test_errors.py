@@ -1,5 +1,6 @@
 """Entry points print ordinary user errors as one line and exit 2 (dense_entity.common.errors)."""
 
+import logging
 import os
 import signal
 import subprocess
@@ -98,3 +99,32 @@ def test_the_demo_command_ends_in_one_line_on_sigterm(capsys, monkeypatch):
   assert cli.main(["kb", "status", "--workspace", "/nonexistent/ws"]) == 143
   assert capsys.readouterr().err.splitlines()[-1] == (
       "dense-entity kb: error: interrupted (SIGTERM)")
+
+
+def test_a_step_logging_the_interrupt_is_not_printed(capsys):
+  # Beam logs a step's exception with its traceback ('SIGTERM [while running ...]') before it
+  # re-raises it: 18-21 lines before the run's one line. Other records still pass.
+  records = []
+  handler = logging.Handler()
+  handler.emit = records.append
+  logging.getLogger().addHandler(handler)
+
+  def main(argv):
+    del argv
+    logging.getLogger("a.step").error("before the interrupt")
+    try:
+      os.kill(os.getpid(), signal.SIGTERM)
+      time.sleep(10)
+    except KeyboardInterrupt:
+      logging.getLogger("a.step").exception("SIGTERM [while running 'Step']")
+      logging.getLogger("a.step").error("after it, no traceback")
+      raise
+
+  try:
+    with pytest.raises(SystemExit):
+      errors.one_line_errors(main, "prog")(["prog"])
+  finally:
+    logging.getLogger().removeHandler(handler)
+  assert [r.getMessage() for r in records] == ["before the interrupt", "after it, no traceback"]
+  assert capsys.readouterr().err == "prog: error: interrupted (SIGTERM)\n"
+  assert not handler.filters  # the filter goes with the run
