@@ -428,6 +428,9 @@ class Trainer:
     start = int(self.step.numpy())
     metrics = {"step": start}
     if start >= tc.train_steps:
+      # Said, not only implied by the metrics of the step reached (it exited 0 silently).
+      logging.warning("%s is at step %d, not below train_steps %d: nothing to train (raise "
+                      "--train_steps to go on)", self.model_dir, start, tc.train_steps)
       metrics["heldout_in_batch_recall@1"] = self.evaluate()
       return metrics
 

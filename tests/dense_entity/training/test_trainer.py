@@ -22,7 +22,7 @@ def _cfg(steps):
   return cfg
 
 
-def test_trains_resumes_and_keeps_config(tmp_path):
+def test_trains_resumes_and_keeps_config(tmp_path, caplog):
   extract = str(tmp_path / "extract")
   model_dir = str(tmp_path / "model")
   testutil.write_tiny_extraction(extract)
@@ -34,9 +34,13 @@ def test_trains_resumes_and_keeps_config(tmp_path):
   with open(os.path.join(model_dir, config.CONFIG_FILE)) as f:
     assert json.load(f)["train"]["train_steps"] == 20
 
-  # A new trainer on the same model_dir resumes at step 20 with the same weights.
+  # A new trainer on the same model_dir resumes at step 20 with the same weights; asked for
+  # no more steps, it says it has nothing to train (it exited 0 silently).
   t2 = trainer_lib.Trainer(_cfg(20), extract, model_dir)
   assert int(t2.step.numpy()) == 20
+  with caplog.at_level("WARNING"):
+    assert t2.train()["step"] == 20
+  assert f"{model_dir} is at step 20, not below train_steps 20: nothing to train" in caplog.text
   for a, b in zip(t.model.trainable_variables, t2.model.trainable_variables):
     np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
   slots = [s.numpy() for group in t2.optimizer.slots for s in group]
