@@ -336,10 +336,9 @@ def main(argv=None):
     try:
       return args.fn(args)
     except BaseException as e:  # pylint: disable=broad-except
-      if received and not isinstance(e, SystemExit):  # whatever the interrupt became
-        print(errors.interrupted_line(f"dense-entity {args.command}", received[0]),
-              file=sys.stderr)
-        return 128 + received[0]
+      status = errors.interrupted_status(received, e, f"dense-entity {args.command}")
+      if status is not None:
+        return status
       if not isinstance(e, (FileNotFoundError, ValueError)):
         raise
       # Bad input or a missing stage output: the message names the file; no traceback.

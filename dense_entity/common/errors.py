@@ -77,12 +77,28 @@ def interrupted_line(program: str, signum: int, note: Optional[str] = None) -> s
           + (f"; {note}" if note else ""))
 
 
+def interrupted_status(received: List[int], error: BaseException, program: str,
+                       note: Optional[str] = None, traceback_env: bool = False
+                       ) -> Optional[int]:
+  """For `error` ending a run within interrupts_raise (`received`: its signals): when a signal
+  was received, whatever the interrupt became (Beam re-raises it as another exception) except
+  an exit, prints interrupted_line to stderr (after the traceback with `traceback_env` and
+  TRACEBACK_ENV=1) and returns 128 + the first signal's number; else None (the error is not
+  the interrupt's)."""
+  if not received or isinstance(error, SystemExit):
+    return None
+  if traceback_env and os.environ.get(TRACEBACK_ENV) == "1":
+    traceback.print_exc()
+  print(interrupted_line(program, received[0], note), file=sys.stderr)
+  return 128 + received[0]
+
+
 def one_line_errors(main: Callable, program: str,
                     interrupted_note: Optional[str] = None) -> Callable:
   """Wraps an absl `main(argv)`: a USER_ERRORS exception prints `PROGRAM: error: MESSAGE` to
   stderr and exits with USER_ERROR_STATUS (2); SIGINT or SIGTERM during `main` prints
   interrupted_line(PROGRAM, signal, interrupted_note) and exits with 128 + the signal's
-  number (the module docstring). `interrupted_note`: what the interrupted run leaves (e.g. the
+  number (interrupted_status; the module docstring). `interrupted_note`: what the interrupted run leaves (e.g. the
   extraction's: the finished extraction in place)."""
 
   @functools.wraps(main)
@@ -91,11 +107,10 @@ def one_line_errors(main: Callable, program: str,
       try:
         return main(argv)
       except BaseException as e:  # pylint: disable=broad-except
-        if received and not isinstance(e, SystemExit):  # whatever the interrupt became
-          if os.environ.get(TRACEBACK_ENV) == "1":
-            traceback.print_exc()
-          print(interrupted_line(program, received[0], interrupted_note), file=sys.stderr)
-          sys.exit(128 + received[0])
+        status = interrupted_status(received, e, program, interrupted_note,
+                                    traceback_env=True)
+        if status is not None:
+          sys.exit(status)
         if not isinstance(e, USER_ERRORS):
           raise
         if os.environ.get(TRACEBACK_ENV) == "1":

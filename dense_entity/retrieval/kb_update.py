@@ -561,7 +561,7 @@ def update_kb(workspace: str, operation: str, records: Sequence[EntityRecord],
         not os.path.lexists(serving_link) or os.path.islink(serving_link)
         or (exported_serving and manifest.get("serving"))):
       aside = None
-      if exported_serving and not os.path.islink(serving_link):
+      if exported_serving:  # the directory found above (the condition's last case)
         aside = f"{serving_link}.old-{uuid.uuid4().hex[:8]}"
         os.rename(serving_link, aside)
       kb_versions.link_to_index_serving(serving_link, index_link)

@@ -47,7 +47,7 @@ def remove_partial_saves(model_dir: str) -> List[str]:
   moves them into place; a run stopped during a save left one, 212 MB for the small preset,
   which no later save of another step removed). Returns their paths."""
   removed = []
-  for path in glob.glob(os.path.join(model_dir, CHECKPOINT_DIR, "*_temp*")):
+  for path in glob.glob(os.path.join(model_dir, CHECKPOINT_DIR, "ckpt-*_temp*")):
     if os.path.isdir(path) and not os.path.islink(path):
       shutil.rmtree(path, ignore_errors=True)
       removed.append(path)
