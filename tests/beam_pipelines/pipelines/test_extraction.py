@@ -1023,6 +1023,10 @@ def test_which_dumps_are_decompressed_ahead(tmp_path, monkeypatch):
   in_memory = beam_io.default_pipeline_options()
   assert extract.read_ahead_paths(infos, None, True, in_memory) == [small]
   assert extract.read_ahead_paths(infos, None, False, in_memory) == [small, indexed]
+  # Largest first (the longest decompression starts first), ties in the order given.
+  monkeypatch.setattr(extract, "READ_AHEAD_FILE_BYTES", 40)
+  assert extract.read_ahead_paths(infos, None, False, in_memory) == [large, small, indexed]
+  monkeypatch.setattr(extract, "READ_AHEAD_FILE_BYTES", 20)
   assert extract.read_ahead_paths(infos, "index*.bz2", True, in_memory) == []
   assert extract.read_ahead_paths(infos, None, True, beam_io.default_pipeline_options(
       ["--direct_running_mode=multi_processing", "--direct_num_workers=2"])) == []
