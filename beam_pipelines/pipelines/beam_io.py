@@ -1156,6 +1156,39 @@ class Packs:
       gc.freeze()
     return done
 
+  def add_all(self, key, values: Sequence[Any]) -> List[Tuple[Any, list]]:
+    """Adds `values` in order; returns the (key, pack)s they complete: what add() of each
+    returns, together, in one call and a slice per pack instead of a call per value."""
+    done = []
+    size_of, max_values, max_bytes = self._size_of, self._max_values, self._max_bytes
+    i, n = 0, len(values)
+    while i < n:
+      pack = self._packs.get(key)
+      if pack is None:
+        pack = self._packs[key] = []
+      j = min(n, i + max_values - len(pack))  # the values that fill this pack
+      if size_of is not None:
+        held, added = self._bytes, 0
+        for k in range(i, j):
+          added += size_of(values[k])
+          if max_bytes and held + added >= max_bytes:
+            j = k + 1  # the value that reaches max_bytes completes every pack held
+            break
+        self._bytes = held + added
+        self._pack_bytes[key] = self._pack_bytes.get(key, 0) + added
+      pack.extend(values[i:j])
+      i = j
+      if len(pack) >= max_values:
+        del self._packs[key]
+        if size_of is not None:
+          self._bytes -= self._pack_bytes.pop(key)
+        done.append((key, pack))
+      elif max_bytes and self._bytes >= max_bytes:
+        done.extend(self.take())
+    if done and self._freeze_full:
+      gc.freeze()
+    return done
+
   def take(self) -> List[Tuple[Any, list]]:
     """The (key, pack)s held, which are no longer held."""
     packs, self._packs, self._bytes, self._pack_bytes = self._packs, {}, 0, {}

@@ -637,22 +637,26 @@ class MentionRecordsFn(beam.DoFn):
     return pack if key == "train" else beam.pvalue.TaggedOutput(self.HELDOUT, pack)
 
   def process(self, packs):
-    add, fraction = self._packs.add, self._heldout_fraction
+    add_all, fraction = self._packs.add_all, self._heldout_fraction
+    is_heldout, alias_key = _is_heldout_kept, titles.alias_key
     n_train = n_heldout = 0
     for payloads, entity in packs:
-      entity_part = records.entity_features_part(entity)
       aliases, tab_title = self._aliases, _ALIAS_KEY_SEPARATOR + entity.title
-      for payload in payloads:
-        record = payload[0], records.mention_record(payload, entity_part)
-        if _is_heldout_kept(payload[1], fraction):
-          n_heldout += 1
-          done = add(self.HELDOUT, record)
+      train, heldout = [], []
+      for payload, record in zip(payloads, records.mention_records_with_part(
+          payloads, records.entity_features_part(entity))):
+        if is_heldout(payload[1], fraction):
+          heldout.append((payload[0], record))
         else:
-          n_train += 1
-          key = titles.alias_key(payload[2]) + tab_title  # alias_count_key
+          train.append((payload[0], record))
+          key = alias_key(payload[2]) + tab_title  # alias_count_key
           aliases[key] = aliases.get(key, 0) + 1
-          done = add("train", record)
-        for key, pack in done:
+      n_train += len(train)
+      n_heldout += len(heldout)
+      for key, pack in add_all("train", train):
+        yield self._tagged(key, pack)
+      if heldout:
+        for key, pack in add_all(self.HELDOUT, heldout):
           yield self._tagged(key, pack)
       if len(aliases) >= self.ALIAS_PACK:
         self._aliases = {}

@@ -49,7 +49,7 @@ import lzma
 import re
 import threading
 import zlib
-from typing import Any, Callable, Dict, Iterator, Optional, Tuple
+from typing import Any, Callable, Dict, Iterable, Iterator, Optional, Tuple
 
 import apache_beam as beam
 from apache_beam.io.filesystem import CompressionTypes
@@ -488,52 +488,78 @@ ENTITY_MENTIONS = "mention"
 ENTITY_REDIRECTS = "redirect"
 
 
-def _mention_packs(payloads: Iterator[records.MentionPayload], entity: records.Entity):
-  """An entity's mentions tagged ENTITY_MENTIONS in packs (at most MENTION_PACK_VALUES
-  mentions or MENTION_PACK_BYTES bytes a pack): the steps after the merge cost per element,
-  and a popular entity has hundreds of thousands of links."""
+def _payload_packs(payloads: Iterable[records.MentionPayload]) -> Iterator[list]:
+  """Mention payloads in packs (lists) of at most MENTION_PACK_VALUES mentions or
+  MENTION_PACK_BYTES bytes (payload_size): the steps after the merge cost per element, and a
+  popular entity has hundreds of thousands of links."""
   pack, size = [], 0
   for mention in payloads:
     pack.append(mention)
     size += payload_size(mention)
     if len(pack) >= MENTION_PACK_VALUES or size >= MENTION_PACK_BYTES:
-      yield beam.pvalue.TaggedOutput(ENTITY_MENTIONS, (pack, entity))
+      yield pack
       pack, size = [], 0
   if pack:
+    yield pack
+
+
+def _mention_packs(payloads: Iterable[records.MentionPayload], entity: records.Entity):
+  """An entity's mentions tagged ENTITY_MENTIONS in packs (_payload_packs), with the
+  entity."""
+  for pack in _payload_packs(payloads):
     yield beam.pvalue.TaggedOutput(ENTITY_MENTIONS, (pack, entity))
+
+
+def _link_target(values: list) -> Optional[Tuple[str, Iterable[records.MentionPayload]]]:
+  """The title and mentions of a key whose values are all MENTION (only links name it), as
+  the general path (_merged_entity) decides them: the most frequent spelling as the title
+  (then the smallest); None when no mention is left. Counts
+  'entities_with_spellings_merged'."""
+  if len(values) == 1:
+    _, title, payloads = values[0]
+    return (title, payloads) if payloads else None
+  spellings = {}
+  for _, spelling, payload in values:
+    if payload:
+      spellings[spelling] = spellings.get(spelling, 0) + len(payload)
+  if not spellings:
+    return None
+  if len(spellings) > 1:
+    _count("entities_with_spellings_merged")
+  return (min(spellings, key=lambda t: (-spellings[t], t)),
+          itertools.chain.from_iterable(payload for _, _, payload in values))
+
+
+def _count_link_target_entities(n: int) -> None:
+  """The counts of `n` entities made by _link_target_entity's rules."""
+  for name in ("entities", "entities_title_from_link_target", "entities_source_link_target",
+               "entities_without_page"):
+    _count(name, n)
 
 
 def _link_target_entity(values: list):
   """build_entity of a key whose values are all MENTION (only links name it: most keys of a
   KB without title lists, 27,635 of the 7 English dumps' 28,067), with what the general
-  path decides for them and nothing else: the most frequent spelling as the title (then the
-  smallest), the counts, the mention packs (issue 17: a third of the entity build's time)."""
-  if len(values) == 1:
-    _, title, payloads = values[0]
-    if not payloads:
-      return
-  else:
-    spellings = {}
-    for _, spelling, payload in values:
-      if payload:
-        spellings[spelling] = spellings.get(spelling, 0) + len(payload)
-    if not spellings:
-      return
-    title = min(spellings, key=lambda t: (-spellings[t], t))
-    if len(spellings) > 1:
-      _count("entities_with_spellings_merged")
-    payloads = itertools.chain.from_iterable(payload for _, _, payload in values)
-  entity = records.Entity(title=title, text="", categories=(), aliases=(),
+  path decides for them and nothing else: the title (_link_target), the counts, the mention
+  packs (issue 17: a third of the entity build's time)."""
+  found = _link_target(values)
+  if found is None:
+    return
+  entity = records.Entity(title=found[0], text="", categories=(), aliases=(),
                           sources=_LINK_TARGET_SOURCES)
-  _count("entities")
-  _count("entities_title_from_link_target")
-  _count("entities_source_link_target")
-  _count("entities_without_page")
+  _count_link_target_entities(1)
   yield entity
-  yield from _mention_packs(payloads, entity)
+  yield from _mention_packs(found[1], entity)
 
 
 _LINK_TARGET_SOURCES = (SOURCE_LINK_TARGET,)
+
+
+def _is_link_target_key(key: str, values: list) -> bool:
+  """Whether build_entity takes the link-target path for `key`: all its values are MENTION,
+  and it has no qualifier (only a key ending in ')', or ')' and a newline as _QUALIFIED's '$'
+  allows, has one: the disambiguation rule needs the general path)."""
+  return ")" not in key[-2:] and all(value[0] == MENTION for value in values)
 
 
 def build_entity(key: str, values: list):
@@ -541,7 +567,7 @@ def build_entity(key: str, values: list):
   ENTITY_MENTIONS ([mention payload, ...], Entity): its mentions in packs of at most
   MENTION_PACK_VALUES mentions or MENTION_PACK_BYTES bytes (in the order they came), and
   ENTITY_REDIRECTS (alias title, entity title) for each alias."""
-  if ")" not in key[-2:] and all(value[0] == MENTION for value in values):
+  if _is_link_target_key(key, values):
     return _link_target_entity(values)
   return _merged_entity(key, values)
 
@@ -650,18 +676,37 @@ def build_bucket(element, title_only_rules: bool,
     for base, decision in list(sibling_decisions(groups)):
       groups[base].append(decision)
   entities, redirects, mention_packs, mentions = [], [], [], 0
+  link_targets = 0  # entities of the link-target path, counted once at the end
   for key in sorted(groups):
-    for out in build_entity(key, groups[key]):
-      if isinstance(out, records.Entity):
-        entities.append(out)
-      elif out.tag == ENTITY_REDIRECTS:
-        redirects.append(out.value)
-      else:
-        mention_packs.append(out.value)
-        mentions += len(out.value[0])
-        if mentions >= MENTION_PACK_VALUES:
-          yield beam.pvalue.TaggedOutput(ENTITY_MENTIONS, mention_packs)
-          mention_packs, mentions = [], 0
+    values = groups[key]
+    if _is_link_target_key(key, values):
+      # build_entity's link-target path (_link_target_entity) without its generator and
+      # tagged outputs, which this loop would only unpack (issue 17: 27,635 of the 7 English
+      # dumps' 28,067 keys).
+      found = _link_target(values)
+      if found is None:
+        continue
+      entity = records.Entity(title=found[0], text="", categories=(), aliases=(),
+                              sources=_LINK_TARGET_SOURCES)
+      link_targets += 1
+      entities.append(entity)
+      packs = [(pack, entity) for pack in _payload_packs(found[1])]
+    else:
+      packs = []
+      for out in _merged_entity(key, values):
+        if isinstance(out, records.Entity):
+          entities.append(out)
+        elif out.tag == ENTITY_REDIRECTS:
+          redirects.append(out.value)
+        else:
+          packs.append(out.value)
+    for pack in packs:
+      mention_packs.append(pack)
+      mentions += len(pack[0])
+      if mentions >= MENTION_PACK_VALUES:
+        yield beam.pvalue.TaggedOutput(ENTITY_MENTIONS, mention_packs)
+        mention_packs, mentions = [], 0
+  _count_link_target_entities(link_targets)
   if mention_packs:
     yield beam.pvalue.TaggedOutput(ENTITY_MENTIONS, mention_packs)
   if entity_record is not None:

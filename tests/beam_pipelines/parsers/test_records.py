@@ -20,6 +20,10 @@ _ENTITIES = [
     records.Entity("Ünï title", "", (), (), ("title_list",)),
     records.Entity("C", "", (), ("Alias", "Ålias"), ("link_target", "title_list")),
     records.Entity("D", "", ("Cat",), (), ("title_list",)),
+    # No aliases, categories or text (entities only links name: their entries before the
+    # title's come from a prefix made once).
+    records.Entity("Zug", "", (), (), ("link_target",)),
+    records.Entity("Ü" * 700, "", (), (), ("link_target", "title_list")),
 ]
 _MENTIONS = [
     ("1:0", "Source page", "Klinsmann", "left", "right", "x [MASK] y", "prose"),
@@ -102,6 +106,12 @@ def test_one_value_entries_at_every_length_where_a_header_grows_are_the_examples
       assert records.mention_record(records.mention_payload(mention),
                                     records.entity_features_part(other)) == _mention_example(
                                         mention, other).SerializeToString(deterministic=True)
+      bare = records.Entity(text or "0", "", (), (), ("link_target",))
+      assert records.entity_record(bare) == _entity_example(bare).SerializeToString(
+          deterministic=True), n
+      assert records.mention_record(records.mention_payload(mention),
+                                    records.entity_features_part(bare)) == _mention_example(
+                                        mention, bare).SerializeToString(deterministic=True)
 
 
 def test_the_extraction_does_not_import_tensorflow():

@@ -381,6 +381,23 @@ def test_packs_hand_over_what_they_hold_once():
   assert packs.take() == []
 
 
+def test_packs_add_all_completes_the_packs_that_adding_one_by_one_completes():
+  """add_all(key, values) returns what add() of each value returns, together, and leaves the
+  same packs held: by the count, by the bytes held (the value that reaches max_bytes hands
+  over every pack), with and without sizes."""
+  import random  # pylint: disable=g-import-not-at-top
+  rng = random.Random(17)
+  for max_values, max_bytes, size_of in ((3, 0, None), (4, 0, len), (5, 12, len),
+                                         (1, 0, None), (100, 7, len), (2, 1, len)):
+    one, bulk = (beam_io.Packs(max_values, max_bytes, size_of) for _ in range(2))
+    for _ in range(60):
+      key = rng.choice("ab")
+      values = ["v" * rng.randint(0, 5) for _ in range(rng.randint(0, 9))]
+      expected = [done for value in values for done in one.add(key, value)]
+      assert bulk.add_all(key, values) == expected, (max_values, max_bytes)
+    assert bulk.take() == one.take()
+
+
 def _is_collectable(obj) -> bool:
   """Whether the cyclic collector can reach `obj` (in one of its generations, not frozen)."""
   import gc  # pylint: disable=g-import-not-at-top
