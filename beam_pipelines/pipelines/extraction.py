@@ -791,6 +791,9 @@ class ExtractWikipedia(beam.PTransform):
                     self._parse_start_method)).with_outputs(
             ParsePageFn.REDIRECT, ParsePageFn.ARTICLE, ParsePageFn.DISAMBIGUATION,
             ParsePageFn.CATEGORY, main="mention")
+    # Lists of mention groups, each Beam element thousands of mentions (by_reference, on size
+    # sampling).
+    beam_io.by_reference(parsed["mention"], keyed=False)
     # Hidden categories: the dump's category pages decide where it has them (one flag per
     # name, hidden if any page says so), the maintenance-name patterns elsewhere.
     category_pages = (parsed[ParsePageFn.CATEGORY]
@@ -810,7 +813,10 @@ class ExtractWikipedia(beam.PTransform):
     split = kb["mentions"] | "SplitAndEncodeMentions" >> beam.ParDo(
         MentionRecordsFn(self._heldout_fraction)).with_outputs(
             MentionRecordsFn.HELDOUT, MentionRecordsFn.ALIAS, main="train")
-    train, heldout = split["train"], split[MentionRecordsFn.HELDOUT]
+    # Packs of records and dicts of alias counts (by_reference, on size sampling; kept until
+    # the run ends if a stage reads them after this one: the caller may read them twice).
+    train, heldout = (beam_io.by_reference(split[tag], keyed=False, read_once=False)
+                      for tag in ("train", MentionRecordsFn.HELDOUT))
     # One global sum: the counts are written as one file (all rows on one worker) anyway.
     # All packs under one key, grouped (by reference on the local runner in memory: the
     # packs, each bundle's counts already summed by MentionRecordsFn, cross no coder) and
@@ -818,10 +824,11 @@ class ExtractWikipedia(beam.PTransform):
     # beam.CombineGlobally, whose accumulators (dicts of all keys) Beam's local runner
     # encodes and decodes, the table's rows again on their way to the writer: 1.6 s of the
     # 14 dumps' 48 s extraction, 2 s more in the writer's own combine (issue 17).
-    alias_counts = (split[MentionRecordsFn.ALIAS]
-                    | "KeyAliasPacks" >> beam.Map(lambda pack: (None, pack))
-                    | "GatherAliasCounts" >> beam_io.CountedGroupByKey("AliasCounts")
-                    | "SumAliasCounts" >> beam.Map(sum_alias_counts))
+    alias_counts = beam_io.by_reference(
+        beam_io.by_reference(beam_io.by_reference(split[MentionRecordsFn.ALIAS], keyed=False)
+                             | "KeyAliasPacks" >> beam.Map(lambda pack: (None, pack)))
+        | "GatherAliasCounts" >> beam_io.CountedGroupByKey("AliasCounts")
+        | "SumAliasCounts" >> beam.Map(sum_alias_counts), keyed=False, read_once=False)
     return {
         "entity_records": kb["entities"],
         "mentions_train": train,

@@ -950,8 +950,11 @@ class MergeKnowledgeBase(beam.PTransform):
                  title_only_rules, self._processes, self._start_method,
                  self._entity_record)).with_outputs(
                  ENTITY_MENTIONS, ENTITY_REDIRECTS, main="entity"))
-    return {"entities": built["entity"], "mentions": built[ENTITY_MENTIONS],
-            "redirects": built[ENTITY_REDIRECTS]}
+    # Packs, by reference in memory (beam_io.by_reference, on size sampling); kept until the
+    # run ends if a stage reads them after this one (the caller may read them twice).
+    return {name: beam_io.by_reference(built[tag], keyed=False, read_once=False)
+            for name, tag in (("entities", "entity"), ("mentions", ENTITY_MENTIONS),
+                              ("redirects", ENTITY_REDIRECTS))}
 
 
 class ReadListFileFn(beam.DoFn):
