@@ -49,7 +49,7 @@ import lzma
 import re
 import threading
 import zlib
-from typing import Any, Callable, Dict, Iterable, Iterator, Optional, Tuple
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple
 
 import apache_beam as beam
 from apache_beam.io.filesystem import CompressionTypes
@@ -393,8 +393,9 @@ class ResolveRedirects(beam.PTransform):
 # ------------------------------------------------------------------------ keyed values
 
 
-def resolve_value(element, anchors: bool = True):
-  """(key, [(tag, title, payload), ...]) -> (final key, value).
+def resolve_value(element, anchors: bool = True) -> List[Tuple[str, Tuple[str, str, Any]]]:
+  """(key, [(tag, title, payload), ...]) -> [(final key, value), ...] (a list, not a
+  generator: most keys give one value, and JoinBucketFn calls this once per key).
 
   The group holds the values at the key and, when the key is a redirect's source, its final
   edge (REDIRECT_EDGE, (source title, final key or None, final title or None), None).
@@ -417,25 +418,27 @@ def resolve_value(element, anchors: bool = True):
   final_key, final_title = key, None
   if redirect is not None:
     _, final_key, final_title = redirect
+  out = []
   for tag, title, payload in values:
-    kind = _COUNTER_PREFIX[tag]
-    n = len(payload) if tag == MENTION else 1
     if redirect is not None:
       if tag == LISTED:
         _count("titles_listed_that_are_redirects")
         continue
+      n = len(payload) if tag == MENTION else 1
       if final_key is None:
-        _count(f"{kind}_dropped_redirect_loop", n)
+        _count(f"{_COUNTER_PREFIX[tag]}_dropped_redirect_loop", n)
         continue
-      _count(f"{kind}_resolved_through_redirect", n)
+      _count(f"{_COUNTER_PREFIX[tag]}_resolved_through_redirect", n)
       title = final_title  # the redirect target's spelling, not the redirect's
     if not namespaces.is_main_namespace_title(title):
-      _count(f"{kind}_dropped_other_namespace", n)
+      _count(f"{_COUNTER_PREFIX[tag]}_dropped_other_namespace",
+             len(payload) if tag == MENTION else 1)
       continue
-    yield final_key, (tag, title, payload)
+    out.append((final_key, (tag, title, payload)))
     if tag == MENTION and anchors:
       for anchor_key in sorted({titles.match_key(mention[2]) for mention in payload}):
-        yield anchor_key, (ANCHOR, final_key, None)
+        out.append((anchor_key, (ANCHOR, final_key, None)))
+  return out
 
 
 _ENTITY_LIKE = frozenset((ARTICLE, DESCRIPTION, MENTION, LISTED))
