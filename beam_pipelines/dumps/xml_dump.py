@@ -236,6 +236,15 @@ def read_dump_head(source: Union[str, os.PathLike, BinaryIO], source_name: str,
   return _read_head(source, source_name, head_bytes, done)
 
 
+def dump_head_complete(head: bytes, stop: Optional[Callable[[bytes], Any]] = None,
+                       head_bytes: int = HEAD_BYTES) -> bool:
+  """Whether decompressed bytes from a dump's start hold all that read_dump_head(head_bytes=
+  head_bytes, stop=stop) reads of it: a <page>, or stop(head) true, or `head_bytes` bytes
+  (read_dump_head then stops within them; dumps.read_ahead.head waits for this)."""
+  return bool(_PAGE_START.search(head) or len(head) >= head_bytes
+              or (stop is not None and stop(head)))
+
+
 def check_dump_head(head: bytes, failure: Optional[Exception], source_name: str,
                     head_bytes: int = HEAD_BYTES) -> bytes:
   """check_dump_start's checks of (head, failure) from read_dump_head(head_bytes=head_bytes)

@@ -41,7 +41,7 @@ import socket
 import sys
 import threading
 import uuid
-from typing import (Any, Dict, FrozenSet, Iterable, Iterator, List, Optional, Sequence, Tuple,
+from typing import (Any, Callable, Dict, FrozenSet, Iterable, Iterator, List, Optional, Sequence, Tuple,
                     Union)
 
 import apache_beam as beam
@@ -1050,7 +1050,9 @@ def check_line_file(path: str, kind: str, parse) -> None:
 CHECK_THREADS = 8
 
 
-def check_dump(path: str) -> Tuple[str, Optional[xml_dump.SiteInfo]]:
+def check_dump(path: str, head_of: Optional[Callable[[str, Callable[[bytes], Any]],
+                                                      Optional[bytes]]] = None
+               ) -> Tuple[str, Optional[xml_dump.SiteInfo]]:
   """Checks one --input file: an HTML dump or a MediaWiki XML export, told by its content.
 
   A file that is not gzip has its head (plain or bz2) read once (xml_dump.read_dump_head) for
@@ -1059,6 +1061,11 @@ def check_dump(path: str) -> Tuple[str, Optional[xml_dump.SiteInfo]]:
   check_dump_start, each reading it, decide (issue 17: a bz2 head is a first block to
   decompress, 15-30 ms; the 7 English dumps' check_inputs 0.12 -> 0.10 s); an HTML dump's
   own check reads its first record again.
+
+  With `head_of` (dumps.read_ahead.head), the head of a bz2 dump being decompressed ahead is
+  read from its decompressed bytes (waiting until they hold the head, xml_dump.
+  dump_head_complete), not decompressed again from the file: the same head, checked the same
+  way; a file it gives nothing for is read as above.
 
   Returns:
     (html_dump.FORMAT_HTML, None) or (html_dump.FORMAT_XML, its SiteInfo): the <siteinfo>
@@ -1079,10 +1086,16 @@ def check_dump(path: str) -> Tuple[str, Optional[xml_dump.SiteInfo]]:
     else:
       # One decompression of the head (plain or bz2) for both the format and the XML check:
       # each read of a bz2 head decompresses its first block (issue 17: 15-30 ms a dump).
+      def stop(h):
+        return html_dump.sniff_final(h) and html_dump.sniff_head(h) == html_dump.FORMAT_HTML
+
+      ahead = (head_of(path, functools.partial(xml_dump.dump_head_complete, stop=stop))
+               if head_of is not None else None)
+      if ahead is not None and ahead[:3] == b"BZh":
+        ahead = None  # bz2 in bz2: read_dump_head would decompress it again; the file's read
       try:
-        head, failure = xml_dump.read_dump_head(
-            f, path, stop=lambda h: (html_dump.sniff_final(h)
-                                     and html_dump.sniff_head(h) == html_dump.FORMAT_HTML))
+        head, failure = xml_dump.read_dump_head(f if ahead is None else io.BytesIO(ahead),
+                                                path, stop=stop)
       except xml_dump.DumpError as e:  # unreadable
         raise _neither_format(e) from e
       if failure is None:
@@ -1113,7 +1126,8 @@ def _neither_format(error: xml_dump.DumpError) -> xml_dump.DumpError:
 def check_inputs(input_patterns: Sequence[str], descriptions: Optional[str] = None,
                  title_lists: Sequence[str] = (), redirect_lists: Sequence[str] = (),
                  multistream_index: Optional[str] = None,
-                 heldout_fraction: float = DEFAULT_HELDOUT_FRACTION) -> Dict[str, List[str]]:
+                 heldout_fraction: float = DEFAULT_HELDOUT_FRACTION,
+                 head_of=None) -> Dict[str, List[str]]:
   """Checks every input of an extraction before anything is written (issue 14, items 1, 2).
 
   Every pattern must match a file; every dump must be, by its content
@@ -1122,6 +1136,7 @@ def check_inputs(input_patterns: Sequence[str], descriptions: Optional[str] = No
   with pages (xml_dump.check_dump_start reads its first bytes: not empty, not raw wikitext);
   the descriptions, title and redirect lists must hold lines of their kind (check_line_file);
   multistream index files must pair with the dumps; heldout_fraction must lie in [0, 1].
+  `head_of`: check_dump's (dumps.read_ahead.head: heads of dumps decompressed ahead).
 
   Returns:
     {'dumps': matched dump paths, 'list_files': matched title and redirect list paths}, each
@@ -1141,7 +1156,8 @@ def check_inputs(input_patterns: Sequence[str], descriptions: Optional[str] = No
   # The first dump in order that fails raises, as it would one at a time.
   with concurrent.futures.ThreadPoolExecutor(
       max_workers=max(1, min(len(dumps), CHECK_THREADS))) as pool:
-    site_infos = dict(zip(dumps, (info for _, info in pool.map(check_dump, dumps))))
+    site_infos = dict(zip(dumps, (info for _, info in pool.map(
+        functools.partial(check_dump, head_of=head_of), dumps))))
   if descriptions:
     for path in _expand_patterns([descriptions], "--descriptions"):
       check_line_file(path, "description (JSON object with a \"title\")",
@@ -1440,6 +1456,30 @@ def read_ahead_paths(site_infos: Dict[str, Optional[xml_dump.SiteInfo]],
   return [path for _, path in sorted(paths, key=lambda sp: -sp[0])]
 
 
+def read_ahead_candidates(input_patterns: Sequence[str], multistream_index: Optional[str],
+                          detect_multistream_index: bool,
+                          pipeline_options: PipelineOptions) -> List[str]:
+  """The dumps that run() starts decompressing ahead before it checks the inputs (their heads
+  then come from that decompression: check_dump's `head_of`): read_ahead_paths' files as if
+  every file the patterns match were a MediaWiki XML dump (the check tells the HTML dumps,
+  which run() then discards: dumps.read_ahead.discard). A pattern that matches nothing is left
+  to the check to report."""
+  if multistream_index or not runs_in_memory(pipeline_options):
+    return []
+  try:
+    results = FileSystems.match(list(input_patterns))
+  except Exception:  # pylint: disable=broad-except
+    return []  # the check reports what is wrong with the patterns
+  paths = sorted({m.path for r in results for m in r.metadata_list})
+  return read_ahead_paths({path: _ANY_SITE for path in paths}, multistream_index,
+                          detect_multistream_index, pipeline_options)
+
+
+# A SiteInfo for read_ahead_candidates' read_ahead_paths (any non-None value: a dump taken
+# for XML).
+_ANY_SITE = xml_dump.SiteInfo()
+
+
 def default_parse_processes(pipeline_options: PipelineOptions) -> int:
   """Worker processes for the parse step by default: the cores this process may use
   (os.sched_getaffinity where the system has it, else os.cpu_count) on the local runner in
@@ -1550,9 +1590,30 @@ def run(input_patterns: Sequence[str], output_dir: str,
   runner = pipeline_options.view_as(StandardOptions).runner
   if isinstance(runner, str):
     beam.runners.create_runner(runner)  # an unknown runner: ValueError before any file is made
+  if parse_processes is None:
+    parse_processes = default_parse_processes(pipeline_options)
+  # In memory, the small whole dumps are decompressed in one thread per parse process (as many
+  # as cores) from here on, while the inputs are checked (their heads come from it) and the
+  # pipeline is built, until it has run (dumps.read_ahead; read_ahead_paths).
+  with read_ahead.decompressed_ahead(
+      read_ahead_candidates(input_patterns, multistream_index, detect_multistream_index,
+                            pipeline_options), threads=max(1, parse_processes)):
+    return _run(input_patterns, output_dir, heldout_fraction, descriptions, pipeline_options,
+                num_shards, max_page_chars, multistream_index, detect_multistream_index,
+                range_bytes, title_lists, redirect_lists, parse_processes)
+
+
+def _run(input_patterns, output_dir, heldout_fraction, descriptions, pipeline_options,
+         num_shards, max_page_chars, multistream_index, detect_multistream_index, range_bytes,
+         title_lists, redirect_lists, parse_processes) -> Dict[str, Any]:
+  """run(), inside its decompressed_ahead context, with the options and parse processes
+  decided."""
   # Every input is checked before anything in output_dir is touched.
   checked = check_inputs(input_patterns, descriptions, title_lists, redirect_lists,
-                         multistream_index, heldout_fraction)
+                         multistream_index, heldout_fraction, head_of=read_ahead.head)
+  ahead = read_ahead_paths(checked["site_infos"], multistream_index, detect_multistream_index,
+                           pipeline_options)
+  read_ahead.discard(set(checked["dumps"]) - set(ahead))  # HTML dumps: read as they are
   input_files, list_files = checked["dumps"], checked["list_files"]
   manifest_path = FileSystems.join(output_dir, schema.MANIFEST_FILE)
   direct = pipeline_options.view_as(DirectOptions)
@@ -1568,8 +1629,6 @@ def run(input_patterns: Sequence[str], output_dir: str,
         "pipeline (issue 17: 4 of 29 runs on 7 small dumps with parse worker processes, 1 "
         "of 51 without), past the counts this run checks. No in-memory run has lost any: "
         "run locally in its default in-memory mode.")
-  if parse_processes is None:
-    parse_processes = default_parse_processes(pipeline_options)
   start_method = default_parse_start_method(pipeline_options)
   logging.info("Parsing pages and building entities in %d process(es)%s.", parse_processes,
                f" ({start_method})" if parse_processes > 1 else "")
@@ -1582,12 +1641,8 @@ def run(input_patterns: Sequence[str], output_dir: str,
   started = datetime.datetime.now(datetime.timezone.utc)
   try:
     write_staging_owner(staging)
-    # Beam's introspection once per object, built and run; in memory, the small whole dumps
-    # decompressed in one thread per parse process (as many as cores), from the moment the
-    # inputs are checked, while the pipeline is built (dumps.read_ahead).
-    with beam_io.introspect_once(), read_ahead.decompressed_ahead(
-        read_ahead_paths(checked["site_infos"], multistream_index, detect_multistream_index,
-                         pipeline_options), threads=max(1, parse_processes)):
+    # Beam's introspection once per object, built and run.
+    with beam_io.introspect_once():
       pipeline = beam.Pipeline(options=pipeline_options)
       build_pipeline(pipeline, list(input_patterns), staging,
                      heldout_fraction=heldout_fraction, descriptions=descriptions,

@@ -4,6 +4,7 @@ import bz2
 import io
 import os
 import threading
+import time
 
 import pytest
 
@@ -112,3 +113,62 @@ def test_pages_from_the_bytes_are_the_files_pages():
   assert data is not None
   assert list(xml_dump.iter_pages(io.BytesIO(data), source_name=path)) == list(
       xml_dump.iter_pages(path))
+
+
+def test_head_hands_out_the_first_bytes_once_out_and_the_file_is_still_taken(tmp_path,
+                                                                           monkeypatch):
+  """Issue 17: head(path, complete) waits until the bytes out so far make complete() true
+  (here: chunks of 1,000 bytes) or the file ends, and returns them; the whole file is still
+  taken after. Nothing for a file the context does not hold, one that is not bz2, corrupt,
+  discarded, or (complete never true) for which it hands out the whole file."""
+  monkeypatch.setattr(read_ahead, "HEAD_CHUNK_BYTES", 1000)
+  monkeypatch.setattr(read_ahead, "CHUNK_BYTES", 1000)
+  data = b"".join(b"line %d\n" % i for i in range(5000))
+  path = _write(tmp_path / "d.xml.bz2", bz2.compress(data[:7000]) + bz2.compress(data[7000:]))
+  plain = _write(tmp_path / "p.xml", data)
+  whole = bz2.compress(data)
+  corrupt = _write(tmp_path / "c.xml.bz2", whole[:20] + b"\0" * 40 + whole[60:])
+  other = _write(tmp_path / "o.xml.bz2", bz2.compress(b"other"))
+  assert read_ahead.head(path, lambda b: True) is None  # no context
+  with read_ahead.decompressed_ahead([path, plain, corrupt, other], threads=1):
+    got = read_ahead.head(path, lambda b: b"line 300\n" in b)
+    assert data.startswith(got) and b"line 300\n" in got  # (all of it, if done by now)
+    assert read_ahead.head(path, lambda b: False) == data  # to the end: the whole file
+    assert read_ahead.take(path) == data  # still handed out, once
+    assert read_ahead.head(path, lambda b: True) is None
+    assert read_ahead.head(plain, lambda b: True) is None
+    assert read_ahead.head(corrupt, lambda b: False) is None
+    read_ahead.discard([other])
+    assert read_ahead.head(other, lambda b: True) is None and read_ahead.take(other) is None
+
+
+def test_heads_come_first_and_discarded_bytes_are_given_back(tmp_path, monkeypatch):
+  """Every file's first chunk is decompressed at once (up to HEAD_THREADS threads), the rest
+  in `threads`: with one thread busy with a large file, a small file's head still comes. A
+  discarded file's bytes go back to the budget: another file fits after."""
+  monkeypatch.setattr(read_ahead, "HEAD_CHUNK_BYTES", 1000)
+  monkeypatch.setattr(read_ahead, "CHUNK_BYTES", 1000)
+  large = _write(tmp_path / "large.xml.bz2", bz2.compress(os.urandom(400_000).hex().encode()))
+  small = _write(tmp_path / "small.xml.bz2", bz2.compress(b"s" * 3000))
+  gate = threading.Event()
+  real = read_ahead._Progress.add  # pylint: disable=protected-access
+
+  def held(self, chunk):  # the large file's decompression waits after its head
+    real(self, chunk)
+    if len(chunk) == 1000 and self.size > 1000 and not gate.is_set() and chunk != b"s" * 1000:
+      gate.wait(10)
+
+  monkeypatch.setattr(read_ahead._Progress, "add", held)  # pylint: disable=protected-access
+  with read_ahead.decompressed_ahead([large, small], threads=1):
+    started = time.monotonic()
+    got = read_ahead.head(small, lambda b: len(b) >= 1000)
+    assert time.monotonic() - started < 5  # not after the large file's 10 s
+    assert len(got) >= 1000 and got == b"s" * len(got)
+    gate.set()
+    assert len(read_ahead.take(large)) == 800_000
+  with read_ahead.decompressed_ahead([large], threads=1):
+    budget = read_ahead._AHEAD[large][2]  # pylint: disable=protected-access
+    assert len(read_ahead.head(large, lambda b: False)) == 800_000  # decompressed, held
+    assert budget.held == 800_000
+    read_ahead.discard([large])
+    assert budget.held == 0 and read_ahead.take(large) is None

@@ -2,6 +2,7 @@
 records beside a MediaWiki XML dump, bad input (real runs into tmp_path)."""
 
 import bz2
+import functools
 import glob
 import gzip
 import itertools
@@ -10,6 +11,7 @@ import os
 
 import pytest
 
+from beam_pipelines.dumps import read_ahead
 from beam_pipelines.pipelines import extraction as extract
 from dense_entity.kb import records as kb_records
 from dense_entity.kb import schema
@@ -257,6 +259,21 @@ def test_check_dump_reads_a_head_once_and_decides_as_two_reads(tmp_path, monkeyp
   outcomes = {p: _outcome(extract.check_dump, p) for p in paths + dumps + [REAL_FILE]}
   for path, outcome in outcomes.items():
     assert outcome == _outcome(_check_dump_two_reads, path), path
+  # The heads of the bz2 files decompressed ahead (dumps.read_ahead.head: how run() checks
+  # them, in memory) give the same outcomes, also with a first chunk smaller than a block.
+  for head_chunk in (read_ahead.HEAD_CHUNK_BYTES, 4096):
+    monkeypatch.setattr(read_ahead, "HEAD_CHUNK_BYTES", head_chunk)
+    heads = []
+
+    def head_of(path, complete):
+      heads.append(path)
+      return read_ahead.head(path, complete)
+
+    with read_ahead.decompressed_ahead(paths + dumps + [REAL_FILE], threads=2):
+      for path, outcome in outcomes.items():
+        assert _outcome(functools.partial(extract.check_dump, head_of=head_of),
+                        path) == outcome, (path, head_chunk)
+    assert len(heads) >= len(dumps) + 20
   kinds = {os.path.basename(p): o[0] for p, o in outcomes.items()}
   assert kinds["export.xml.bz2"] == kinds["two_streams.xml.bz2"] == "xml"
   assert kinds["html.ndjson.bz2"] == kinds["html.ndjson.gz"] == "html"
