@@ -134,11 +134,14 @@ def _decompress(path: str, budget: _Budget, progress: _Progress,
     if not raw.startswith(b"BZh"):
       return None
     chunks = []
-    chunk_bytes, head_out = HEAD_CHUNK_BYTES, False
+    chunk_bytes, head_out, gated_on = HEAD_CHUNK_BYTES, False, False
     while raw:
       decompressor = bz2.BZ2Decompressor()
       data = raw
       while not decompressor.eof:
+        if head_out and not gated_on:  # the head is out: the rest as the threads allow
+          gated.enter_context(gate)
+          gated_on = True
         with budget.lock:
           room = 0 if budget.closed else min(budget.max_bytes - budget.held, sys.maxsize)
         if room <= 0:
@@ -150,10 +153,9 @@ def _decompress(path: str, budget: _Budget, progress: _Progress,
         reserved += len(chunk)
         chunks.append(chunk)
         progress.add(chunk)
-        if not head_out:  # the head is out: the rest as the threads allow
+        if not head_out:
           head_out = True
           chunk_bytes = CHUNK_BYTES
-          gated.enter_context(gate)
         if not chunk and decompressor.needs_input:
           raise _Dropped  # cut short
       raw = decompressor.unused_data

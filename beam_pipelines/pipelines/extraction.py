@@ -41,8 +41,8 @@ import socket
 import sys
 import threading
 import uuid
-from typing import (Any, Callable, Dict, FrozenSet, Iterable, Iterator, List, Optional, Sequence, Tuple,
-                    Union)
+from typing import (Any, Callable, Dict, FrozenSet, Iterable, Iterator, List, Optional,
+                    Sequence, Tuple, Union)
 
 import apache_beam as beam
 from apache_beam.io import fileio
@@ -1065,7 +1065,9 @@ def check_dump(path: str, head_of: Optional[Callable[[str, Callable[[bytes], Any
   With `head_of` (dumps.read_ahead.head), the head of a bz2 dump being decompressed ahead is
   read from its decompressed bytes (waiting until they hold the head, xml_dump.
   dump_head_complete), not decompressed again from the file: the same head, checked the same
-  way; a file it gives nothing for is read as above.
+  way (the same outcome on every real dump and bad file of tests/.../test_extraction_html.py;
+  `head` waits for a first chunk of 1 MB, as the file's first read, so that a fault in the
+  first bz2 block still fails the check); a file it gives nothing for is read as above.
 
   Returns:
     (html_dump.FORMAT_HTML, None) or (html_dump.FORMAT_XML, its SiteInfo): the <siteinfo>
@@ -1092,7 +1094,7 @@ def check_dump(path: str, head_of: Optional[Callable[[str, Callable[[bytes], Any
       ahead = (head_of(path, functools.partial(xml_dump.dump_head_complete, stop=stop))
                if head_of is not None else None)
       if ahead is not None and ahead[:3] == b"BZh":
-        ahead = None  # bz2 in bz2: read_dump_head would decompress it again; the file's read
+        ahead = None  # bz2 inside bz2: read_dump_head would decompress it again; the file
       try:
         head, failure = xml_dump.read_dump_head(f if ahead is None else io.BytesIO(ahead),
                                                 path, stop=stop)
