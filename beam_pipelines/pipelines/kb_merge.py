@@ -548,14 +548,19 @@ def _link_target_entity(values: list):
   found = _link_target(values)
   if found is None:
     return
-  entity = records.Entity(title=found[0], text="", categories=(), aliases=(),
-                          sources=_LINK_TARGET_SOURCES)
+  entity = _link_target_entity_named(found[0])
   _count_link_target_entities(1)
   yield entity
   yield from _mention_packs(found[1], entity)
 
 
 _LINK_TARGET_SOURCES = (SOURCE_LINK_TARGET,)
+
+
+def _link_target_entity_named(title: str) -> records.Entity:
+  """The entity of a key only links name: its title, nothing else, from links."""
+  return records.Entity(title=title, text="", categories=(), aliases=(),
+                        sources=_LINK_TARGET_SOURCES)
 
 
 def _is_link_target_key(key: str, values: list) -> bool:
@@ -689,8 +694,7 @@ def build_bucket(element, title_only_rules: bool,
       found = _link_target(values)
       if found is None:
         continue
-      entity = records.Entity(title=found[0], text="", categories=(), aliases=(),
-                              sources=_LINK_TARGET_SOURCES)
+      entity = _link_target_entity_named(found[0])
       link_targets += 1
       entities.append(entity)
       packs = [(pack, entity) for pack in _payload_packs(found[1])]
