@@ -16,6 +16,7 @@ SIGTERM's default exit ran none of them), then one line naming the signal and ex
 RuntimeError naming the step).
 """
 
+import _thread
 import contextlib
 import functools
 import logging
@@ -23,6 +24,7 @@ import os
 import signal
 import sys
 import threading
+import time
 import traceback
 from typing import Callable, Iterator, List, Optional
 
@@ -56,9 +58,21 @@ def interrupts_raise() -> Iterator[List[int]]:
     return not (received and record.exc_info
                 and isinstance(record.exc_info[1], KeyboardInterrupt))
 
+  def unraisable(info) -> None:
+    # Python ignores an exception raised where it cannot propagate (a callback it runs after
+    # a fork in this process, such as logging's lock release, when a worker pool forks; a
+    # __del__): an interrupt raised there was lost and the run went on to its end. It is
+    # raised again, from a thread, in the main thread's next bytecode instead.
+    if received and isinstance(info.exc_value, KeyboardInterrupt):
+      threading.Thread(target=_interrupt_main_soon, args=(received[-1],), daemon=True).start()
+      return
+    previous_hook(info)
+
   previous = {}
+  previous_hook = sys.unraisablehook
   if threading.current_thread() is threading.main_thread():
     previous = {signum: signal.signal(signum, interrupt) for signum in INTERRUPT_SIGNALS}
+    sys.unraisablehook = unraisable
   handlers = list(logging.getLogger().handlers)
   for handler in handlers:
     handler.addFilter(not_the_interrupt)
@@ -69,6 +83,16 @@ def interrupts_raise() -> Iterator[List[int]]:
       handler.removeFilter(not_the_interrupt)
     for signum, handler in previous.items():
       signal.signal(signum, handler)
+    if previous:
+      sys.unraisablehook = previous_hook
+
+
+def _interrupt_main_soon(signum: int) -> None:
+  """Signals `signum` to the main thread once it is likely past the code that ignored it (what
+  interrupts_raise's unraisable hook starts; if it lands in such code again, the hook starts
+  another)."""
+  time.sleep(0.01)
+  _thread.interrupt_main(signum)
 
 
 def interrupted_line(program: str, signum: int, note: Optional[str] = None) -> str:

@@ -5,6 +5,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -128,3 +129,33 @@ def test_a_step_logging_the_interrupt_is_not_printed(capsys):
   assert [r.getMessage() for r in records] == ["before the interrupt", "after it, no traceback"]
   assert capsys.readouterr().err == "prog: error: interrupted (SIGTERM)\n"
   assert not handler.filters  # the filter goes with the run
+
+
+def test_an_interrupt_python_ignores_is_raised_again(monkeypatch):
+  """A SIGTERM whose KeyboardInterrupt was raised where Python ignores exceptions (here a
+  callback it runs after a fork in this process, as logging's is; an extraction's worker pool
+  forks) was lost: the run went on to its end and published. It is raised again in the main
+  thread's code that runs on, and the original hook still gets other unraisable errors."""
+  calls = []
+  monkeypatch.setattr(sys, "unraisablehook", lambda info: calls.append(info.exc_type))
+  os.register_at_fork(after_in_parent=lambda: _AFTER_FORK[0]())
+  _AFTER_FORK[0] = lambda: time.sleep(0.3)  # the signal comes while this runs
+  try:
+    with pytest.raises(KeyboardInterrupt, match="SIGTERM"):
+      with errors.interrupts_raise() as received:
+        threading.Timer(0.1, os.kill, (os.getpid(), signal.SIGTERM)).start()
+        pid = os.fork()
+        if pid == 0:
+          os._exit(0)  # pylint: disable=protected-access
+        os.waitpid(pid, 0)
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+          pass
+    assert received and received[0] == signal.SIGTERM
+    assert calls == []  # the interrupt did not reach the previous hook
+  finally:
+    _AFTER_FORK[0] = lambda: None
+  assert sys.unraisablehook is not None and calls == []
+
+
+_AFTER_FORK = [lambda: None]
