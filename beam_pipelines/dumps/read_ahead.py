@@ -235,19 +235,27 @@ def take(path: str) -> Optional[bytes]:
   if entry is None:
     return None
   stamp, future, budget, _ = entry
-  try:
-    data = future.result()
-  except concurrent.futures.CancelledError:
-    return None
+  data = _result(future)
   if data is None:
     return None
   budget.release(len(data))  # the caller's from here on
+  return data if _unchanged(path, stamp) else None
+
+
+def _result(future: concurrent.futures.Future) -> Optional[bytes]:
+  """The decompression's bytes (waiting for it), or None: it failed or was cancelled."""
   try:
-    if _stamp(path) != stamp:
-      return None
-  except OSError:
+    return future.result()
+  except concurrent.futures.CancelledError:
     return None
-  return data
+
+
+def _unchanged(path: str, stamp: Tuple[int, int, int, int]) -> bool:
+  """Whether `path` is still the file whose decompression started with `stamp`."""
+  try:
+    return _stamp(path) == stamp
+  except OSError:
+    return False
 
 
 def head(path: str, complete: Callable[[bytes], Any]) -> Optional[bytes]:
@@ -276,18 +284,10 @@ def head(path: str, complete: Callable[[bytes], Any]) -> Optional[bytes]:
         return None
       data = None
   if data is None:  # the whole file: the decompression's result
-    try:
-      data = future.result()
-    except concurrent.futures.CancelledError:
-      return None
+    data = _result(future)
     if data is None:
       return None
-  try:
-    if _stamp(path) != stamp:
-      return None
-  except OSError:
-    return None
-  return data
+  return data if _unchanged(path, stamp) else None
 
 
 def _release_result(budget: _Budget, done: concurrent.futures.Future) -> None:

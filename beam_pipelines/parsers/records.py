@@ -150,15 +150,14 @@ def _entity_entries(entity: Entity) -> Tuple[bytes, bytes, bytes, bytes]:
 # only links name), before its title's: aliases, categories and text, for
 # entity_features_part, and by sources aliases, categories, source and text (_bare_prefix),
 # for entity_record.
-_BARE_PART_PREFIX = b"".join((_entry(_KEY_FIELDS[_ALIASES], ()),
-                              _entry(_KEY_FIELDS[_CATEGORIES], ()),
-                              _entry(_KEY_FIELDS[_TEXT], ("",))))
+_BARE_PART_PREFIX = b"".join((_frequent_entry(_ALIASES, ()), _frequent_entry(_CATEGORIES, ()),
+                              _frequent_entry(_TEXT, ("",))))
 
 
 @functools.lru_cache(maxsize=64)
 def _bare_prefix(sources: Tuple[str, ...]) -> bytes:
-  return b"".join((_entry(_KEY_FIELDS[_ALIASES], ()), _entry(_KEY_FIELDS[_CATEGORIES], ()),
-                   _entry(_KEY_FIELDS[_SOURCE], sources), _entry(_KEY_FIELDS[_TEXT], ("",))))
+  return b"".join((_frequent_entry(_ALIASES, ()), _frequent_entry(_CATEGORIES, ()),
+                   _frequent_entry(_SOURCE, sources), _frequent_entry(_TEXT, ("",))))
 
 
 def entity_record(entity: Entity) -> bytes:

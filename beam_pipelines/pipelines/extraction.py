@@ -831,9 +831,12 @@ class ExtractWikipedia(beam.PTransform):
     # beam.CombineGlobally, whose accumulators (dicts of all keys) Beam's local runner
     # encodes and decodes, the table's rows again on their way to the writer: 1.6 s of the
     # 14 dumps' 48 s extraction, 2 s more in the writer's own combine (issue 17).
+    # Each step's output marked by reference (on size sampling: the counts' dicts are large).
+    alias_packs = beam_io.by_reference(split[MentionRecordsFn.ALIAS], keyed=False)
+    keyed_alias_packs = beam_io.by_reference(
+        alias_packs | "KeyAliasPacks" >> beam.Map(lambda pack: (None, pack)))
     alias_counts = beam_io.by_reference(
-        beam_io.by_reference(beam_io.by_reference(split[MentionRecordsFn.ALIAS], keyed=False)
-                             | "KeyAliasPacks" >> beam.Map(lambda pack: (None, pack)))
+        keyed_alias_packs
         | "GatherAliasCounts" >> beam_io.CountedGroupByKey("AliasCounts")
         | "SumAliasCounts" >> beam.Map(sum_alias_counts), keyed=False, read_once=False)
     return {
@@ -1600,12 +1603,16 @@ def run(input_patterns: Sequence[str], output_dir: str,
   with read_ahead.decompressed_ahead(
       read_ahead_candidates(input_patterns, multistream_index, detect_multistream_index,
                             pipeline_options), threads=max(1, parse_processes)):
-    return _run(input_patterns, output_dir, heldout_fraction, descriptions, pipeline_options,
-                num_shards, max_page_chars, multistream_index, detect_multistream_index,
-                range_bytes, title_lists, redirect_lists, parse_processes)
+    return _run(input_patterns, output_dir, heldout_fraction=heldout_fraction,
+                descriptions=descriptions, pipeline_options=pipeline_options,
+                num_shards=num_shards, max_page_chars=max_page_chars,
+                multistream_index=multistream_index,
+                detect_multistream_index=detect_multistream_index, range_bytes=range_bytes,
+                title_lists=title_lists, redirect_lists=redirect_lists,
+                parse_processes=parse_processes)
 
 
-def _run(input_patterns, output_dir, heldout_fraction, descriptions, pipeline_options,
+def _run(input_patterns, output_dir, *, heldout_fraction, descriptions, pipeline_options,
          num_shards, max_page_chars, multistream_index, detect_multistream_index, range_bytes,
          title_lists, redirect_lists, parse_processes) -> Dict[str, Any]:
   """run(), inside its decompressed_ahead context, with the options and parse processes
