@@ -644,12 +644,13 @@ class MentionRecordsFn(beam.DoFn):
     return pack if key == "train" else beam.pvalue.TaggedOutput(self.HELDOUT, pack)
 
   def process(self, packs):
-    add_all, fraction = self._packs.add_all, self._heldout_fraction
+    fraction = self._heldout_fraction
     is_heldout, alias_key = _is_heldout_kept, titles.alias_key
-    n_train = n_heldout = 0
+    # The element's records, packed in one call per split (Packs.add_all: the same packs as
+    # a call per entity, whose cost was a third of this step's, issue 17).
+    train, heldout = [], []
     for payloads, entity in packs:
       aliases, tab_title = self._aliases, _ALIAS_KEY_SEPARATOR + entity.title
-      train, heldout = [], []
       for payload, record in zip(payloads, records.mention_records_with_part(
           payloads, records.entity_features_part(entity))):
         if is_heldout(payload[1], fraction):
@@ -658,20 +659,18 @@ class MentionRecordsFn(beam.DoFn):
           train.append((payload[0], record))
           key = alias_key(payload[2]) + tab_title  # alias_count_key
           aliases[key] = aliases.get(key, 0) + 1
-      n_train += len(train)
-      n_heldout += len(heldout)
-      for key, pack in add_all("train", train):
-        yield self._tagged(key, pack)
-      if heldout:
-        for key, pack in add_all(self.HELDOUT, heldout):
-          yield self._tagged(key, pack)
       if len(aliases) >= self.ALIAS_PACK:
         self._aliases = {}
         yield beam.pvalue.TaggedOutput(self.ALIAS, aliases)
-    if n_heldout:
-      _count("mentions_heldout", n_heldout)
-    if n_train:
-      _count("mentions_train", n_train)
+    add_all = self._packs.add_all
+    if train:
+      _count("mentions_train", len(train))
+      for key, pack in add_all("train", train):
+        yield self._tagged(key, pack)
+    if heldout:
+      _count("mentions_heldout", len(heldout))
+      for key, pack in add_all(self.HELDOUT, heldout):
+        yield self._tagged(key, pack)
 
   def finish_bundle(self):
     for key, pack in self._packs.take():
@@ -766,12 +765,16 @@ class ExtractWikipedia(beam.PTransform):
   'alias_counts' (one dict of all alias counts, {alias_count_key(alias key, entity title):
   count}, train split only: sum_alias_counts; no element when there is none), 'redirects'
   (packs [(redirect title, entity title), ...]).
+
+  `gathered`: for Beam's local runner in memory with one worker (runs_in_memory), as
+  kb_merge.MergeKnowledgeBase's.
   """
 
   def __init__(self, heldout_fraction: float = DEFAULT_HELDOUT_FRACTION,
                max_page_chars: int = MAX_PAGE_CHARS,
                sites: Optional[Dict[str, xml_dump.SiteInfo]] = None,
-               parse_processes: int = 1, parse_start_method: str = "spawn"):
+               parse_processes: int = 1, parse_start_method: str = "spawn",
+               gathered: bool = False):
     super().__init__()
     if not 0.0 <= heldout_fraction <= 1.0:
       raise ValueError(f"heldout_fraction must be in [0, 1], got {heldout_fraction}")
@@ -780,6 +783,7 @@ class ExtractWikipedia(beam.PTransform):
     self._sites = dict(sites or {})
     self._parse_processes = parse_processes
     self._parse_start_method = parse_start_method
+    self._gathered = gathered
 
   def expand(self, inputs):
     paths, descriptions = inputs[:2]
@@ -816,7 +820,8 @@ class ExtractWikipedia(beam.PTransform):
     if title_redirects is not None:
       sources["title_redirect_packs"] = title_redirects
     kb = sources | "MergeKnowledgeBase" >> kb_merge.MergeKnowledgeBase(
-        self._parse_processes, self._parse_start_method, entity_record=records.entity_record)
+        self._parse_processes, self._parse_start_method, entity_record=records.entity_record,
+        gathered=self._gathered)
     split = kb["mentions"] | "SplitAndEncodeMentions" >> beam.ParDo(
         MentionRecordsFn(self._heldout_fraction)).with_outputs(
             MentionRecordsFn.HELDOUT, MentionRecordsFn.ALIAS, main="train")
@@ -950,11 +955,13 @@ def build_pipeline(pipeline: beam.Pipeline, input_patterns: Sequence[str], outpu
                            "titles_listed"),
                _read_lists(pipeline, "TitleRedirects", redirect_lists,
                            title_lists_lib.parse_redirect_line, "title_list_redirects"))
-  outputs = inputs | "Extract" >> ExtractWikipedia(heldout_fraction, max_page_chars, sites,
-                                                      parse_processes, parse_start_method)
-  join = os.path.join if "://" not in output_dir else FileSystems.join
-  # In memory every record is in this process anyway: each writer is one stage.
+  # In memory every value is in this process anyway: each writer is one stage, and so is the
+  # KB merge's redirect resolution.
   gathered = runs_in_memory(pipeline.options)
+  outputs = inputs | "Extract" >> ExtractWikipedia(heldout_fraction, max_page_chars, sites,
+                                                      parse_processes, parse_start_method,
+                                                      gathered=gathered)
+  join = os.path.join if "://" not in output_dir else FileSystems.join
   written = []
   written.append(
       outputs["entity_records"]  # packs of (title, record): the KB merge's

@@ -366,6 +366,47 @@ def finish_edges(element) -> Iterator[list]:
   return beam_io.chunks(out)
 
 
+def _single_bucket(key: str) -> int:
+  """The bucket of every key in a gathered join (MergeKnowledgeBase's `gathered`)."""
+  del key
+  return 0
+
+
+def resolve_redirects_gathered(element) -> Iterator[list]:
+  """(bucket, [pack of (key, (EDGE_CANDIDATE, ...) or (EDGE_ARTICLE, None))]) holding every
+  key's values (one bucket: _single_bucket) -> packs of final edges, (source key, (source
+  title, final key or None, final title or None)): what edge_of_key of each key, in key order,
+  then ResolveRedirects make of them, in one step (MergeKnowledgeBase's `gathered`).
+
+  The rounds of pointer jumping are dictionary lookups over all edges at once: in a round,
+  each edge whose target X is a redirect's source takes X's edge's target, as jump does in
+  X's bucket; after REDIRECT_ROUNDS rounds an edge whose target is still a source is a loop
+  or a chain of more than 2**REDIRECT_ROUNDS hops (counted 'redirects_loop', final None), as
+  finish_edges decides. The same edges and counts, without a shuffle per round (each a stage,
+  a fixed cost of Beam's local runner in memory: issue 17)."""
+  with summing_counts():
+    groups = group_bucket(element[1])
+    edges = {}
+    for key in sorted(groups):
+      for source_key, edge in edge_of_key((key, groups[key])):
+        edges[source_key] = edge
+    del groups
+    for _ in range(REDIRECT_ROUNDS):
+      jumped = {}
+      for source_key, edge in edges.items():
+        hop = edges.get(edge[1])
+        jumped[source_key] = edge if hop is None else (edge[0], hop[1], hop[2])
+      edges = jumped
+    out = []
+    for source_key, edge in edges.items():
+      if edge[1] in edges:
+        _count("redirects_loop")
+        out.append((source_key, (edge[0], None, None)))
+      else:
+        out.append((source_key, edge))
+  return beam_io.chunks(out)
+
+
 class ResolveRedirects(beam.PTransform):
   """Packs of (source key, (source title, target key, target title)) edges -> packs of final
   edges, by pointer jumping (REDIRECT_ROUNDS rounds, then a check that the target is no
@@ -495,6 +536,14 @@ def _payload_packs(payloads: Iterable[records.MentionPayload]) -> Iterator[list]
   """Mention payloads in packs (lists) of at most MENTION_PACK_VALUES mentions or
   MENTION_PACK_BYTES bytes (payload_size): the steps after the merge cost per element, and a
   popular entity has hundreds of thousands of links."""
+  if type(payloads) is list and len(payloads) < MENTION_PACK_VALUES:
+    # Most entities: one pack, told by one sum of the payloads' sizes (payload_size inlined,
+    # not a call and a pack check per mention: issue 17).
+    if sum([len(p[0]) + len(p[1]) + len(p[2]) + len(p[3])
+            for p in payloads]) < MENTION_PACK_BYTES:
+      if payloads:
+        yield list(payloads)
+      return
   pack, size = [], 0
   for mention in payloads:
     pack.append(mention)
@@ -860,6 +909,12 @@ class MergeKnowledgeBase(beam.PTransform):
       entity stage took 83.5 s with 71.0 s of that process's CPU before, 63.8 s with 37.3 s
       after).
       None: 'entities' holds the Entity objects.
+    gathered: for Beam's local runner in memory with one worker (where every value is in
+      the one process anyway): the redirect edges of every key go through one shuffle and
+      one step (resolve_redirects_gathered) instead of the edge join and the
+      REDIRECT_ROUNDS + 1 rounds of ResolveRedirects, each a stage (a fixed cost of that
+      runner, issue 17); the same outputs and counts. Elsewhere it would put every edge on
+      one worker: leave it False there.
 
   Raises:
     ValueError: an input name that is none of the above.
@@ -869,11 +924,13 @@ class MergeKnowledgeBase(beam.PTransform):
             "mention_packs", "titles", "title_packs", "title_redirects", "title_redirect_packs")
 
   def __init__(self, processes: int = 1, start_method: str = "spawn",
-               entity_record: Optional[Callable[[records.Entity], bytes]] = None):
+               entity_record: Optional[Callable[[records.Entity], bytes]] = None,
+               gathered: bool = False):
     super().__init__()
     self._processes = processes
     self._start_method = start_method
     self._entity_record = entity_record
+    self._gathered = gathered
 
   def expand(self, inputs):
     unknown = sorted(set(inputs) - set(self.INPUTS))
@@ -884,14 +941,15 @@ class MergeKnowledgeBase(beam.PTransform):
     key = titles.match_key
     title_only_rules = "titles" in inputs or "title_packs" in inputs
 
-    def route(name, pairs, packed=False, size_of=None, step=None, items_of=None):
-      """Input `name`'s (key, value) pairs in packs by key_bucket (no step without the
+    def route(name, pairs, packed=False, size_of=None, step=None, items_of=None,
+              bucket_of=key_bucket):
+      """Input `name`'s (key, value) pairs in packs by `bucket_of` (no step without the
       input)."""
       if name not in inputs:
         return []
       step = step or "Route" + "".join(part.capitalize() for part in name.split("_"))
       return [inputs[name] | step >> beam.ParDo(RouteToBuckets(
-          pairs, key_bucket, packed, size_of, f"{name}@{step}", items_of))]
+          pairs, bucket_of, packed, size_of, f"{name}@{step}", items_of))]
 
     def join(label, packs):
       """Bucket packs -> (bucket, [pack, ...]): one join's shuffle."""
@@ -911,13 +969,22 @@ class MergeKnowledgeBase(beam.PTransform):
     def page_key(title):
       return [(key(title), (EDGE_ARTICLE, None))]
 
-    edges = (join("JoinEdges",
-                  route("redirects", dump_edge) + route("title_redirects", list_edge)
-                  + route("title_redirect_packs", list_edge, packed=True)
-                  + route("articles", lambda kv: page_key(kv[0]), step="RouteArticleKeys")
-                  + route("disambiguations", page_key, step="RouteDisambiguationKeys"))
-             | "EdgeOfKey" >> beam.ParDo(JoinBucketFn(edge_of_key)))
-    finals = edges | "ResolveRedirects" >> ResolveRedirects()
+    # Gathered: every key's edge values in one bucket, their redirects resolved in one step.
+    edge_bucket = _single_bucket if self._gathered else key_bucket
+    edges = join("JoinEdges",
+                 route("redirects", dump_edge, bucket_of=edge_bucket)
+                 + route("title_redirects", list_edge, bucket_of=edge_bucket)
+                 + route("title_redirect_packs", list_edge, packed=True, bucket_of=edge_bucket)
+                 + route("articles", lambda kv: page_key(kv[0]), step="RouteArticleKeys",
+                         bucket_of=edge_bucket)
+                 + route("disambiguations", page_key, step="RouteDisambiguationKeys",
+                         bucket_of=edge_bucket))
+    if self._gathered:
+      finals = edges | "ResolveRedirects" >> beam.FlatMap(resolve_redirects_gathered)
+    else:
+      finals = (edges
+                | "EdgeOfKey" >> beam.ParDo(JoinBucketFn(edge_of_key))
+                | "ResolveRedirects" >> ResolveRedirects())
 
     # 2. Values, with the final edge of a redirect from their key (if any).
     def tag_pairs(tag):

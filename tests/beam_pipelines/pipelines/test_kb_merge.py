@@ -147,12 +147,9 @@ def _walk(edges, source_key, rounds):
   return source_key, (source, target_key, target)
 
 
-@pytest.mark.parametrize("buckets", [1, 7, 1024])
-def test_redirect_rounds_follow_chains_and_stop_at_loops(buckets, monkeypatch, tmp_path):
-  """ResolveRedirects (joins by bucket of keys) gives every redirect the final edge a walk
-  along the chain gives: chains of 1 to 12 hops (longer than 2**REDIRECT_ROUNDS = 8 hops:
-  None), loops, several redirects to one target; whatever the number of buckets."""
-  monkeypatch.setattr(kb_merge, "JOIN_BUCKETS", buckets)
+def _chains_and_loops():
+  """Redirect edges {source key: (source title, target key, target title)}: chains of 1 to 12
+  hops, loops of 2 and 3 keys with a redirect into each, a second redirect into a chain."""
   edges = {}
   for chain in range(1, 13):  # k0 -> k1 -> ... -> k<chain> (an article)
     for hop in range(chain):
@@ -163,6 +160,16 @@ def test_redirect_rounds_follow_chains_and_stop_at_loops(buckets, monkeypatch, t
                                f"L{size}N{(i + 1) % size}")
     edges[f"into{size}"] = (f"Into{size}", f"l{size}n0", f"L{size}N0")
   edges["other"] = ("Other", "c3h3", "C3H3")
+  return edges
+
+
+@pytest.mark.parametrize("buckets", [1, 7, 1024])
+def test_redirect_rounds_follow_chains_and_stop_at_loops(buckets, monkeypatch, tmp_path):
+  """ResolveRedirects (joins by bucket of keys) gives every redirect the final edge a walk
+  along the chain gives: chains of 1 to 12 hops (longer than 2**REDIRECT_ROUNDS = 8 hops:
+  None), loops, several redirects to one target; whatever the number of buckets."""
+  monkeypatch.setattr(kb_merge, "JOIN_BUCKETS", buckets)
+  edges = _chains_and_loops()
   with test_pipeline.TestPipeline() as p:
     _ = (p | beam.Create([sorted(edges.items())]) | kb_merge.ResolveRedirects()
          | beam.FlatMap(lambda pack: [pickle.dumps(kv).hex() for kv in pack])
@@ -173,6 +180,37 @@ def test_redirect_rounds_follow_chains_and_stop_at_loops(buckets, monkeypatch, t
   assert got == want
   assert dict(got)["c8h0"][1] == "c8h8" and dict(got)["c9h0"][1] is None
   assert dict(got)["l2n0"][1] is None and dict(got)["into3"][1] is None
+
+
+def test_gathered_redirect_resolution_gives_the_rounds_edges_and_counts():
+  """resolve_redirects_gathered (all keys in one step, in memory) gives the final edges of the
+  walk (as ResolveRedirects' rounds, test above) from the edge join's values: a key's dump
+  redirect before its list redirect, none for a key with an article or a redirect to its own
+  key; and the same counts."""
+  edges = _chains_and_loops()
+  values = [(key, (kb_merge.EDGE_CANDIDATE, (1, source, target_key, target)))
+            for key, (source, target_key, target) in edges.items()]
+  # A dump redirect wins over the list's; a page at a key is no redirect; nor is one to the
+  # key itself. Values come in packs, in any order.
+  values += [("c1h0", (kb_merge.EDGE_CANDIDATE, (0, "C1H0", "c2h0", "C2H0"))),
+             ("page", (kb_merge.EDGE_CANDIDATE, (1, "Page", "c1h1", "C1H1"))),
+             ("page", (kb_merge.EDGE_ARTICLE, None)),
+             ("own", (kb_merge.EDGE_CANDIDATE, (1, "OWN", "own", "Own")))]
+  values.reverse()
+  counts = {}
+  with kb_merge.collected_counts() as counts:
+    packs = list(kb_merge.resolve_redirects_gathered((0, [values[:5], values[5:]])))
+  got = sorted(edge for pack in packs for edge in pack)
+  edges["c1h0"] = ("C1H0", "c2h0", "C2H0")
+  want = sorted(_walk(edges, k, kb_merge.REDIRECT_ROUNDS) for k in edges)
+  assert got == want
+  assert dict(got)["c1h0"] == ("C1H0", "c2h2", "C2H2")
+  assert dict(got)["c9h0"] == ("C9H0", None, None)
+  # The loops (l2: 2 keys + 1 into, l3: 3 + 1) and the chains longer than 8 hops
+  # (c9..c12: hops that start more than 8 from their end) are 'redirects_loop'.
+  loops = sum(1 for _, (_, final, _) in want if final is None)
+  assert counts == {"redirects_loop": loops, "redirects_conflicting_targets": 1,
+                    "redirects_overridden_by_article": 1, "redirects_to_own_key": 1}
 
 
 def test_disambiguation_like_title_only_entries_are_not_entities(tmp_path):
@@ -196,13 +234,14 @@ def test_disambiguation_like_title_only_entries_are_not_entities(tmp_path):
                                                                       "3:3"]
 
 
-@pytest.mark.parametrize("buckets", [1, 7, 1024])
-def test_merge_by_buckets_gives_the_same_kb_whatever_their_number(buckets, monkeypatch,
-                                                                   tmp_path):
+@pytest.mark.parametrize("buckets,gathered", [(1, False), (7, False), (1024, False),
+                                              (7, True), (1024, True)])
+def test_merge_by_buckets_gives_the_same_kb_whatever_their_number(buckets, gathered,
+                                                                   monkeypatch, tmp_path):
   """Every join of the merge is by bucket of keys: the KB is the same with 1, 7 or 1,024
   buckets, a base key meets its qualified siblings for the WP:DAB rule (entity_bucket: by
   the key without its qualifiers), and redirect edges, anchors and aliases reach keys in
-  other buckets."""
+  other buckets; and with the redirects resolved in one step (gathered)."""
   monkeypatch.setattr(kb_merge, "JOIN_BUCKETS", buckets)
   out = _merge({
       "articles": [("Zug", (2, "Zug is a town.", ())), ("Paris", (3, "Paris is a city.", ()))],
@@ -215,7 +254,7 @@ def test_merge_by_buckets_gives_the_same_kb_whatever_their_number(buckets, monke
                    ("Lincoln (band) (album)", _mention("4:1", "the album")),
                    ("Agence France-Presse", _mention("4:2", "AFP")),
                    ("Parsi", _mention("4:3", "Parsi")), ("Zoug", _mention("4:4", "Zoug"))],
-  }, tmp_path)
+  }, tmp_path, gathered=gathered)
   entities = _entities(out)
   # Not entities: 'Georgia', 'Mercury': title-only bases with qualified siblings and no
   # '(disambiguation)' page; 'Afp': anchor text of another entity; 'Paris (disambiguation)':
