@@ -392,11 +392,13 @@ def resolve_redirects_gathered(element) -> Iterator[list]:
         edges[source_key] = edge
     del groups
     for _ in range(REDIRECT_ROUNDS):
-      jumped = {}
-      for source_key, edge in edges.items():
-        hop = edges.get(edge[1])
-        jumped[source_key] = edge if hop is None else (edge[0], hop[1], hop[2])
-      edges = jumped
+      # Each round reads the edges before it (the jumps of a round are made at once), and
+      # only the edges that move are held twice (most redirects end at a page).
+      moved = [(source_key, (edge[0], hop[1], hop[2])) for source_key, edge in edges.items()
+               if (hop := edges.get(edge[1])) is not None]
+      if not moved:
+        break  # no target is a source: the rounds left change nothing
+      edges.update(moved)
     out = []
     for source_key, edge in edges.items():
       if edge[1] in edges:
@@ -537,10 +539,11 @@ def _payload_packs(payloads: Iterable[records.MentionPayload]) -> Iterator[list]
   MENTION_PACK_BYTES bytes (payload_size): the steps after the merge cost per element, and a
   popular entity has hundreds of thousands of links."""
   if type(payloads) is list and len(payloads) < MENTION_PACK_VALUES:
-    # Most entities: one pack, told by one sum of the payloads' sizes (payload_size inlined,
-    # not a call and a pack check per mention: issue 17).
-    if sum([len(p[0]) + len(p[1]) + len(p[2]) + len(p[3])
-            for p in payloads]) < MENTION_PACK_BYTES:
+    # Most entities (one or two mentions): one pack, when the mentions before the last hold
+    # fewer than MENTION_PACK_BYTES (the last one's size cuts no pack), told by one sum
+    # (payload_size inlined), not a call and a check per mention (issue 17).
+    if len(payloads) < 2 or sum([len(p[0]) + len(p[1]) + len(p[2]) + len(p[3])
+                                 for p in payloads[:-1]]) < MENTION_PACK_BYTES:
       if payloads:
         yield list(payloads)
       return
@@ -844,6 +847,40 @@ class BuildEntitiesFn(beam.DoFn):
       yield from outputs
 
 
+def _alias_of_final_edge(final) -> List[Tuple[str, Tuple[str, str, None]]]:
+  """A final edge (source key, (source title, final key or None, final title or None)) -> the
+  alias value it gives its final key's entity, [(final key, (ALIAS, source title, None))],
+  or [] when it ends nowhere (a loop)."""
+  _, (source, final_key, _) = final
+  return [(final_key, (ALIAS, source, None))] if final_key is not None else []
+
+
+class ResolveAndBuildEntitiesFn(BuildEntitiesFn):
+  """(bucket, [pack of (key, (tag, title, payload))]) holding every value of the values join
+  (one bucket: MergeKnowledgeBase's `gathered`) -> BuildEntitiesFn's outputs, in one step for
+  what were two joins: resolve_value of each key, in key order, its outputs and the aliases
+  of the final edges among the values (_alias_of_final_edge, as the entity join's other
+  input) grouped by entity bucket, then each bucket built as BuildEntitiesFn builds it (its
+  pool included), in bucket order. The same entities, mentions, redirects and counts without
+  the entity join's shuffle (a stage, a fixed cost of Beam's local runner in memory) and the
+  packing of every value on its way there (issue 17)."""
+
+  def process(self, element):
+    with summing_counts():
+      groups = group_bucket(element[1])
+      anchors, buckets = self._title_only_rules, {}
+      for key in sorted(groups):
+        values = groups.pop(key)  # freed as it goes
+        for value in values:
+          if value[0] == REDIRECT_EDGE:
+            for alias in _alias_of_final_edge((key, value[1])):
+              buckets.setdefault(entity_bucket(alias[0]), []).append(alias)
+        for out in resolve_value((key, values), anchors=anchors):
+          buckets.setdefault(entity_bucket(out[0]), []).append(out)
+      for bucket in sorted(buckets):
+        yield from super().process((bucket, [buckets.pop(bucket)]))
+
+
 def payload_size(mention: records.MentionPayload) -> int:
   """Bytes of a mention payload's strings (its encoded features included), for packing: the
   lengths of its four fields (mention id, source page, span: characters; features: bytes)."""
@@ -993,37 +1030,45 @@ class MergeKnowledgeBase(beam.PTransform):
     def title_pairs(tag):
       return lambda t: [(key(t), (tag, t, None))]
 
-    mention_packs = route("mention_packs", tag_pairs(MENTION), packed=True,
-                          size_of=value_size, items_of=mentions_in_packs)
+    # Gathered: every key's values in one bucket (unbounded in bytes: in memory they are
+    # all held anyway), resolved and built in one step.
+    value_bucket = _single_bucket if self._gathered else key_bucket
+    size_of = None if self._gathered else value_size
+    mention_packs = route("mention_packs", tag_pairs(MENTION), packed=True, size_of=size_of,
+                          items_of=mentions_in_packs, bucket_of=value_bucket)
     if "mentions" in inputs:
       mention_packs.append(
           inputs["mentions"]
           | "PackMentionsByTarget" >> beam.ParDo(beam_io.PackByKey(size_of=payload_size))
-          | "RouteMentions" >> beam.ParDo(RouteToBuckets(tag_pairs(MENTION),
-                                                         size_of=value_size)))
-    values = (route("articles", tag_pairs(ARTICLE), size_of=value_size)
-              + route("descriptions", tag_pairs(DESCRIPTION), size_of=value_size)
+          | "RouteMentions" >> beam.ParDo(RouteToBuckets(tag_pairs(MENTION), value_bucket,
+                                                         size_of=size_of)))
+    values = (route("articles", tag_pairs(ARTICLE), size_of=size_of, bucket_of=value_bucket)
+              + route("descriptions", tag_pairs(DESCRIPTION), size_of=size_of,
+                      bucket_of=value_bucket)
               + mention_packs
-              + route("titles", title_pairs(LISTED))
-              + route("title_packs", title_pairs(LISTED), packed=True)
-              + route("disambiguations", title_pairs(DISAMBIGUATION))
+              + route("titles", title_pairs(LISTED), bucket_of=value_bucket)
+              + route("title_packs", title_pairs(LISTED), packed=True, bucket_of=value_bucket)
+              + route("disambiguations", title_pairs(DISAMBIGUATION), bucket_of=value_bucket)
               + [finals | "RouteFinalEdges" >> beam.ParDo(RouteToBuckets(
-                  lambda kv: [(kv[0], (REDIRECT_EDGE, kv[1], None))], packed=True,
-                  reads="final_edges@RouteFinalEdges"))])
-    resolved = (join("JoinValuesRedirects", values)
-                | "ResolveValues" >> beam.ParDo(JoinBucketFn(
-                    functools.partial(resolve_value, anchors=title_only_rules),
-                    route=entity_bucket, size_of=value_size)))
-
-    # 3. Per key, one entity, with its aliases (the redirects that end at it).
-    aliases = finals | "RouteAliases" >> beam.ParDo(RouteToBuckets(
-        lambda kv: [(kv[1][1], (ALIAS, kv[1][0], None))] if kv[1][1] is not None else [],
-        entity_bucket, packed=True, reads="final_edges@RouteAliases"))
-    built = (join("JoinByEntityKey", [resolved, aliases])
-             | "BuildEntities" >> beam.ParDo(BuildEntitiesFn(
-                 title_only_rules, self._processes, self._start_method,
-                 self._entity_record)).with_outputs(
-                 ENTITY_MENTIONS, ENTITY_REDIRECTS, main="entity"))
+                  lambda kv: [(kv[0], (REDIRECT_EDGE, kv[1], None))], value_bucket,
+                  packed=True, reads="final_edges@RouteFinalEdges"))])
+    joined = join("JoinValuesRedirects", values)
+    if self._gathered:
+      built = joined | "BuildEntities" >> beam.ParDo(ResolveAndBuildEntitiesFn(
+          title_only_rules, self._processes, self._start_method,
+          self._entity_record)).with_outputs(ENTITY_MENTIONS, ENTITY_REDIRECTS, main="entity")
+    else:
+      resolved = joined | "ResolveValues" >> beam.ParDo(JoinBucketFn(
+          functools.partial(resolve_value, anchors=title_only_rules),
+          route=entity_bucket, size_of=value_size))
+      # 3. Per key, one entity, with its aliases (the redirects that end at it).
+      aliases = finals | "RouteAliases" >> beam.ParDo(RouteToBuckets(
+          _alias_of_final_edge, entity_bucket, packed=True, reads="final_edges@RouteAliases"))
+      built = (join("JoinByEntityKey", [resolved, aliases])
+               | "BuildEntities" >> beam.ParDo(BuildEntitiesFn(
+                   title_only_rules, self._processes, self._start_method,
+                   self._entity_record)).with_outputs(
+                   ENTITY_MENTIONS, ENTITY_REDIRECTS, main="entity"))
     # Packs, by reference in memory (beam_io.by_reference, on size sampling); kept until the
     # run ends if a stage reads them after this one (the caller may read them twice).
     return {name: beam_io.by_reference(built[tag], keyed=False, read_once=False)

@@ -197,7 +197,6 @@ def test_gathered_redirect_resolution_gives_the_rounds_edges_and_counts():
              ("page", (kb_merge.EDGE_ARTICLE, None)),
              ("own", (kb_merge.EDGE_CANDIDATE, (1, "OWN", "own", "Own")))]
   values.reverse()
-  counts = {}
   with kb_merge.collected_counts() as counts:
     packs = list(kb_merge.resolve_redirects_gathered((0, [values[:5], values[5:]])))
   got = sorted(edge for pack in packs for edge in pack)
@@ -300,6 +299,36 @@ def test_an_entitys_mentions_leave_the_merge_in_bounded_packs(monkeypatch):
   monkeypatch.setattr(kb_merge, "MENTION_PACK_BYTES", 1)  # every mention over the bytes bound
   packs = [o.value for o in list(kb_merge.build_entity("zug", values))[1:]]
   assert [len(pack) for pack, _ in packs] == [1] * 7
+
+
+def _packs_mention_by_mention(payloads, max_values, max_bytes):
+  """The packs of the rule: a pack ends after the mention that makes it hold max_values
+  mentions or max_bytes bytes (kb_merge.payload_size)."""
+  packs, pack, size = [], [], 0
+  for mention in payloads:
+    pack.append(mention)
+    size += kb_merge.payload_size(mention)
+    if len(pack) >= max_values or size >= max_bytes:
+      packs.append(pack)
+      pack, size = [], 0
+  return packs + ([pack] if pack else [])
+
+
+@pytest.mark.parametrize("max_bytes", [1, 60, 61, 120, 1 << 20])
+def test_mention_packs_of_a_list_are_those_of_the_rule(max_bytes, monkeypatch):
+  """_payload_packs of a list (one sum of sizes for an entity's single pack) cuts the packs
+  where the rule does: by count, or after the mention that reaches the bytes bound (the last
+  mention's size never cuts a pack); 0 to 5 mentions of 30 bytes each."""
+  monkeypatch.setattr(kb_merge, "MENTION_PACK_VALUES", 4)
+  monkeypatch.setattr(kb_merge, "MENTION_PACK_BYTES", max_bytes)
+  mentions = [(f"m:{i}", "Page", "Span", b"x" * 19) for i in range(5)]  # 3 + 4 + 4 + 19
+  assert all(kb_merge.payload_size(m) == 30 for m in mentions)
+  for n in range(6):
+    want = _packs_mention_by_mention(mentions[:n], 4, max_bytes)
+    assert list(kb_merge._payload_packs(mentions[:n])) == want, n
+    assert list(kb_merge._payload_packs(iter(mentions[:n]))) == want, n
+  assert [len(p) for p in kb_merge._payload_packs(mentions[:2])] == (
+      [1, 1] if max_bytes <= 30 else [2])
 
 
 def test_keys_only_links_name_give_what_the_general_rules_give(monkeypatch):
