@@ -271,6 +271,15 @@ def test_merge_by_buckets_gives_the_same_kb_whatever_their_number(buckets, gathe
                                       ("Parsi", "Persian language"), ("Zoug", "Zug")]
 
 
+def test_groups_by_length_are_the_bucket_groups_a_length_at_a_time():
+  packs = [[("zug", 1), ("ab", 2), ("zoug", 3)], [("ab", 4), ("zug", 5), ("cd", 6)]]
+  parts = list(kb_merge.groups_by_length(packs))
+  assert [sorted({len(k) for k in part}) for part in parts] == [[2], [3], [4]]
+  merged = {k: v for part in parts for k, v in part.items()}
+  assert merged == kb_merge.group_bucket(packs) == {"zug": [1, 5], "ab": [2, 4], "zoug": [3],
+                                                    "cd": [6]}
+
+
 def test_bucket_of_a_key_is_its_roots():
   assert kb_merge.root_key("lincoln (band) (album)") == "lincoln"
   assert kb_merge.root_key("georgia") == "georgia"
