@@ -560,8 +560,9 @@ def test_composite_with_test_pipeline(inputs, tmp_path):
 
 
 def test_every_shuffle_and_output_is_counted_and_adds_up(inputs, tmp_path, monkeypatch):
-  # The counts that check_flow compares (issue 17): every shuffle of the KB merge (its three
-  # joins, the redirect rounds), the page dedupe and the shard writers counts the values in
+  # The counts that check_flow compares (issue 17): every shuffle of the KB merge (in memory
+  # its edge and value joins; elsewhere also the redirect rounds and the entity join), the
+  # page dedupe and the shard writers counts the values in
   # and out, each routing step of the merge what it read of its input, and every TFRecord
   # output the records written; on a run that loses nothing they add up to what the pipeline
   # counted (the MANIFEST's counts), and stats.json holds none of them.
@@ -582,10 +583,10 @@ def test_every_shuffle_and_output_is_counted_and_adds_up(inputs, tmp_path, monke
                       redirect_lists=[str(redirects)])
   flow, manifest = seen["flow"], json.load(open(os.path.join(out, schema.MANIFEST_FILE)))
   shuffles = sorted(name[:-len("/in")] for name in flow if name.endswith("/in"))
+  # In memory the merge's redirect rounds and its entity join are gathered into the edge and
+  # value joins (kb_merge.MergeKnowledgeBase's `gathered`).
   assert shuffles == sorted(
-      ["Pages", "JoinEdges", "JoinValuesRedirects", "JoinByEntityKey", "RedirectFinal",
-       "AliasCounts"]
-      + [f"RedirectRound{r}" for r in range(extract.kb_merge.REDIRECT_ROUNDS)]
+      ["Pages", "JoinEdges", "JoinValuesRedirects", "AliasCounts"]
       + [f"{prefix}/shards" for prefix in (schema.ENTITIES_PREFIX, schema.TRAIN_MENTIONS_PREFIX,
                                            schema.HELDOUT_MENTIONS_PREFIX)])
   for name in shuffles:
@@ -600,7 +601,7 @@ def test_every_shuffle_and_output_is_counted_and_adds_up(inputs, tmp_path, monke
   # The merge's inputs that two steps read: each step read all of it.
   reads = {name[:-len("/read")] for name in flow if name.endswith("/read")}
   assert {"articles@RouteArticleKeys", "articles@RouteArticles",
-          "final_edges@RouteFinalEdges", "final_edges@RouteAliases"} <= reads
+          "final_edges@RouteFinalEdges"} <= reads
   assert (flow["articles@RouteArticleKeys/read"] == flow["articles@RouteArticles/read"]
           == stats["articles"] == 3)
   # Each input read whole: what its producer counted.
@@ -609,8 +610,7 @@ def test_every_shuffle_and_output_is_counted_and_adds_up(inputs, tmp_path, monke
       "title_list_redirects_read"] == 1
   assert flow["redirects@RouteRedirects/read"] == stats["redirects"] == 5
   # Ore Stream, Ore creek, Ore brook, Loop A and B and Gull Bay: 6 final edges.
-  assert (flow["final_edges@RouteFinalEdges/read"] == flow["final_edges@RouteAliases/read"]
-          == 6)
+  assert flow["final_edges@RouteFinalEdges/read"] == 6
   for prefix in (schema.ENTITIES_PREFIX, schema.TRAIN_MENTIONS_PREFIX,
                  schema.HELDOUT_MENTIONS_PREFIX):
     assert flow[f"{prefix}/written"] == manifest["counts"][prefix] == len(
