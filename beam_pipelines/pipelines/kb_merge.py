@@ -42,6 +42,7 @@ import bz2
 import collections
 import contextlib
 import functools
+import gc
 import gzip
 import itertools
 import logging
@@ -195,6 +196,12 @@ def _one(element) -> int:
   return 1
 
 
+def _single_bucket(key: str) -> int:
+  """The bucket of every key in a gathered join (MergeKnowledgeBase's `gathered`)."""
+  del key
+  return 0
+
+
 class RouteToBuckets(beam_io.PackingDoFn):
   """Elements (or packs of them, with `packed`) -> (bucket, [(key, value), ...]) packs:
   `pairs(element)` gives an element's (key, value) pairs, each sent to `bucket_of(key)`,
@@ -202,7 +209,8 @@ class RouteToBuckets(beam_io.PackingDoFn):
   With `reads` ('INPUT@STEP'), the items read are counted (beam_io.read_counter), so that a
   finished run can check that every step reading INPUT read all of it (beam_io.flow_losses):
   an element counts `items_of(element)` items (default: a pack's length with `packed`, else
-  1; the mention packs of the parse count their mentions)."""
+  1; the mention packs of the parse count their mentions). Packs for _single_bucket (a
+  gathered join) without `size_of` go on as they came, one output pack per input pack."""
 
   def __init__(self, pairs, bucket_of=key_bucket, packed: bool = False, size_of=None,
                reads: Optional[str] = None, items_of=None):
@@ -217,6 +225,14 @@ class RouteToBuckets(beam_io.PackingDoFn):
     add, pairs, bucket_of = self._packs.add, self._pairs, self._bucket_of
     if self._read is not None:
       self._read.inc(self._items_of(element))
+    if bucket_of is _single_bucket and self._packed and self._size_of is None:
+      # A gathered join's one bucket: a pack's pairs go on as one pack (in memory every
+      # value is held anyway), not value by value through Packs (issue 17).
+      routed = [pair for item in element for pair in pairs(item)]
+      if routed:
+        gc.freeze()  # as Packs(freeze_full=True) does for a complete pack
+        yield 0, routed
+      return
     for item in element if self._packed else (element,):
       for key, value in pairs(item):
         yield from add(bucket_of(key), (key, value))
@@ -381,12 +397,6 @@ def finish_edges(element) -> Iterator[list]:
     else:
       out.append((source_key, (source, target_key, target)))
   return beam_io.chunks(out)
-
-
-def _single_bucket(key: str) -> int:
-  """The bucket of every key in a gathered join (MergeKnowledgeBase's `gathered`)."""
-  del key
-  return 0
 
 
 def resolve_redirects_gathered(element) -> Iterator[list]:
