@@ -955,8 +955,8 @@ def build_pipeline(pipeline: beam.Pipeline, input_patterns: Sequence[str], outpu
                            "titles_listed"),
                _read_lists(pipeline, "TitleRedirects", redirect_lists,
                            title_lists_lib.parse_redirect_line, "title_list_redirects"))
-  # In memory every value is in this process anyway: each writer is one stage, and so is the
-  # KB merge's redirect resolution.
+  # In memory every value is in this process anyway: each writer is one stage, and so are the
+  # KB merge's redirect resolution and its entity build.
   gathered = runs_in_memory(pipeline.options)
   outputs = inputs | "Extract" >> ExtractWikipedia(heldout_fraction, max_page_chars, sites,
                                                       parse_processes, parse_start_method,
