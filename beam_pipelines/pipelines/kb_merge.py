@@ -42,7 +42,6 @@ import bz2
 import collections
 import contextlib
 import functools
-import gc
 import gzip
 import itertools
 import logging
@@ -209,8 +208,8 @@ class RouteToBuckets(beam_io.PackingDoFn):
   With `reads` ('INPUT@STEP'), the items read are counted (beam_io.read_counter), so that a
   finished run can check that every step reading INPUT read all of it (beam_io.flow_losses):
   an element counts `items_of(element)` items (default: a pack's length with `packed`, else
-  1; the mention packs of the parse count their mentions). Packs for _single_bucket (a
-  gathered join) without `size_of` go on as they came, one output pack per input pack."""
+  1; the mention packs of the parse count their mentions). Packed elements for
+  _single_bucket (a gathered join) are added a whole element's pairs at a time."""
 
   def __init__(self, pairs, bucket_of=key_bucket, packed: bool = False, size_of=None,
                reads: Optional[str] = None, items_of=None):
@@ -225,13 +224,10 @@ class RouteToBuckets(beam_io.PackingDoFn):
     add, pairs, bucket_of = self._packs.add, self._pairs, self._bucket_of
     if self._read is not None:
       self._read.inc(self._items_of(element))
-    if bucket_of is _single_bucket and self._packed and self._size_of is None:
-      # A gathered join's one bucket: a pack's pairs go on as one pack (in memory every
-      # value is held anyway), not value by value through Packs (issue 17).
-      routed = [pair for item in element for pair in pairs(item)]
-      if routed:
-        gc.freeze()  # as Packs(freeze_full=True) does for a complete pack
-        yield 0, routed
+    if bucket_of is _single_bucket and self._packed:
+      # A gathered join's one bucket: a pack's pairs go into it in one call (Packs.add_all),
+      # not value by value (issue 17).
+      yield from self._packs.add_all(0, [pair for item in element for pair in pairs(item)])
       return
     for item in element if self._packed else (element,):
       for key, value in pairs(item):
@@ -981,10 +977,10 @@ class MergeKnowledgeBase(beam.PTransform):
       rounds of ResolveRedirects, and every key's values through one shuffle and one step
       that resolves them and builds the entities (ResolveAndBuildEntitiesFn) instead of the
       values join and the entity join: each join a stage, a fixed cost of that runner (issue
-      17); a pack for that one bucket goes on as one pack (RouteToBuckets). The same outputs
-      and counts; the steps hold every value of the merge at once (the full KB's extraction:
-      3:39 -> 2:29, its peak RSS 4.1 -> 5.5 GB). Elsewhere it would put every value on one
-      worker: leave it False there.
+      17); a pack's values for that one bucket go into its packs in one call (RouteToBuckets).
+      The same outputs and counts; the steps hold every value of the merge at once (the full
+      KB's extraction: 3:39 -> 2:29, its peak RSS 4.1 -> 5.5 GB). Elsewhere it would put
+      every value on one worker: leave it False there.
 
   Raises:
     ValueError: an input name that is none of the above.
