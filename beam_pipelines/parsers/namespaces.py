@@ -342,6 +342,8 @@ class Site:
 
   def is_main_namespace_title(self, title: str) -> bool:
     """True when a normalized title names a main-namespace (article) page of this wiki."""
+    if ":" not in title:  # no prefix: classify_title's MAIN, or EMPTY for a blank title
+      return not title.isspace() and title != ""
     return self.classify_title(title)[0] == MAIN
 
   def english_form(self, title: str) -> str:

@@ -33,3 +33,14 @@ class TestRedirects:
 
 def test_main_namespace_title_may_hold_a_colon():
   assert namespaces.is_main_namespace_title("Harbor Lights: The Return")
+
+
+def test_main_namespace_title_without_a_colon_is_any_title_not_blank():
+  """is_main_namespace_title tells a title without ':' (most) without classify_title: the
+  main namespace unless it is empty or only whitespace (classify_title's EMPTY)."""
+  for title in ["Zug", " Zug ", "", " ", "\u00a0", "\t\n", "x\u2003y", "Category", "(c)"]:
+    expected = namespaces.classify_title(title)[0] == namespaces.MAIN
+    assert namespaces.is_main_namespace_title(title) == expected, repr(title)
+  assert namespaces.is_main_namespace_title("Zug")
+  assert not namespaces.is_main_namespace_title("\u00a0")
+  assert not namespaces.is_main_namespace_title("Category:Bridges")
