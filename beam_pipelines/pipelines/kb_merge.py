@@ -150,6 +150,10 @@ def summing_counts():
 
 def split_qualifier(key: str) -> Tuple[str, Optional[str]]:
   """'georgia (country)' -> ('georgia', 'country'); 'georgia' -> ('georgia', None)."""
+  if ")" not in key[-2:]:
+    # No qualifier without a ')' at the end (or before a final newline, which _QUALIFIED's
+    # '$' allows): most keys, told without the match (issue 17: entity_bucket of every key).
+    return key, None
   match = _QUALIFIED.match(key)
   return (match.group(1), match.group(2)) if match else (key, None)
 
@@ -634,8 +638,7 @@ _LINK_TARGET_SOURCES = (SOURCE_LINK_TARGET,)
 
 def _link_target_entity_named(title: str) -> records.Entity:
   """The entity of a key only links name: its title, nothing else, from links."""
-  return records.Entity(title=title, text="", categories=(), aliases=(),
-                        sources=_LINK_TARGET_SOURCES)
+  return records.Entity(title, "", (), (), _LINK_TARGET_SOURCES)  # (positional: faster)
 
 
 def _is_link_target_key(key: str, values: list) -> bool:
@@ -772,7 +775,16 @@ def build_bucket(element, title_only_rules: bool,
       entity = _link_target_entity_named(found[0])
       link_targets += 1
       entities.append(entity)
-      packs = [(pack, entity) for pack in _payload_packs(found[1])]
+      payloads = found[1]
+      if type(payloads) is list and len(payloads) == 1:
+        # One mention (most such keys): _payload_packs' one pack, without its generator.
+        mention_packs.append((list(payloads), entity))
+        mentions += 1
+        if mentions >= MENTION_PACK_VALUES:
+          yield beam.pvalue.TaggedOutput(ENTITY_MENTIONS, mention_packs)
+          mention_packs, mentions = [], 0
+        continue
+      packs = [(pack, entity) for pack in _payload_packs(payloads)]
     else:
       packs = []
       for out in _merged_entity(key, values):
@@ -889,18 +901,36 @@ class ResolveAndBuildEntitiesFn(BuildEntitiesFn):
   fixed cost of Beam's local runner in memory) and the packing of every value on its way
   there (issue 17)."""
 
+  # Values from which the resolved values are built by entity bucket (each bucket as
+  # BuildEntitiesFn builds it, in its pool from the first bucket of POOL_VALUES on); below,
+  # in one build_bucket call here: an average bucket of under a quarter of POOL_VALUES is
+  # built inline anyway, and the routing and the per-bucket calls cost about a tenth of this
+  # step's time (issue 17: the 7 English dumps' 157,505 values in 1,024 buckets, 54 at most).
+  ONE_BUILD_VALUES = BuildEntitiesFn.POOL_VALUES * JOIN_BUCKETS // 4
+
   def process(self, element):
     with summing_counts():
-      anchors, buckets = self._title_only_rules, {}
+      anchors, resolved = self._title_only_rules, []
       for groups in groups_by_length(element[1]):
         for key in sorted(groups):
           values = groups[key]
           for value in values:
             if value[0] == REDIRECT_EDGE:
-              for alias in _alias_of_final_edge((key, value[1])):
-                buckets.setdefault(entity_bucket(alias[0]), []).append(alias)
-          for out in resolve_value((key, values), anchors=anchors):
-            buckets.setdefault(entity_bucket(out[0]), []).append(out)
+              resolved.extend(_alias_of_final_edge((key, value[1])))
+          resolved.extend(resolve_value((key, values), anchors=anchors))
+      if self._processes == 1 or len(resolved) < self.ONE_BUILD_VALUES:
+        # One bucket of every key: the same entities, mentions, redirects and counts (a key
+        # and its qualified siblings meet in it, as in their entity bucket), in key order.
+        yield from build_bucket((0, [resolved]), self._title_only_rules, self._entity_record)
+        return
+      buckets = {}
+      for out in resolved:
+        bucket = buckets.get(entity_bucket(out[0]))
+        if bucket is None:
+          buckets[entity_bucket(out[0])] = [out]
+        else:
+          bucket.append(out)
+      del resolved
       for bucket in sorted(buckets):
         yield from super().process((bucket, [buckets.pop(bucket)]))
 

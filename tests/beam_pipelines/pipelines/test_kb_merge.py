@@ -233,15 +233,24 @@ def test_disambiguation_like_title_only_entries_are_not_entities(tmp_path):
                                                                       "3:3"]
 
 
-@pytest.mark.parametrize("buckets,gathered", [(1, False), (7, False), (1024, False),
-                                              (7, True), (1024, True)])
-def test_merge_by_buckets_gives_the_same_kb_whatever_their_number(buckets, gathered,
+@pytest.mark.parametrize("buckets,gathered,build", [
+    (1, False, None), (7, False, None), (1024, False, None), (7, True, "one"),
+    (1024, True, "one"), (7, True, "buckets"), (7, True, "pool")])
+def test_merge_by_buckets_gives_the_same_kb_whatever_their_number(buckets, gathered, build,
                                                                    monkeypatch, tmp_path):
   """Every join of the merge is by bucket of keys: the KB is the same with 1, 7 or 1,024
   buckets, a base key meets its qualified siblings for the WP:DAB rule (entity_bucket: by
   the key without its qualifiers), and redirect edges, anchors and aliases reach keys in
-  other buckets; and with the redirects resolved in one step (gathered)."""
+  other buckets; and with the redirects resolved in one step (gathered), its entities built
+  in one call ('one': ResolveAndBuildEntitiesFn below ONE_BUILD_VALUES) or by entity bucket,
+  in the step ('buckets') or in its worker processes ('pool')."""
   monkeypatch.setattr(kb_merge, "JOIN_BUCKETS", buckets)
+  kwargs = {}
+  if build in ("buckets", "pool"):
+    monkeypatch.setattr(kb_merge.ResolveAndBuildEntitiesFn, "ONE_BUILD_VALUES", 0)
+    kwargs = {"processes": 2, "start_method": "fork"}
+  if build == "pool":
+    monkeypatch.setattr(kb_merge.BuildEntitiesFn, "POOL_VALUES", 1)
   out = _merge({
       "articles": [("Zug", (2, "Zug is a town.", ())), ("Paris", (3, "Paris is a city.", ()))],
       "redirects": [("Zoug", "Zug")],
@@ -253,7 +262,7 @@ def test_merge_by_buckets_gives_the_same_kb_whatever_their_number(buckets, gathe
                    ("Lincoln (band) (album)", _mention("4:1", "the album")),
                    ("Agence France-Presse", _mention("4:2", "AFP")),
                    ("Parsi", _mention("4:3", "Parsi")), ("Zoug", _mention("4:4", "Zoug"))],
-  }, tmp_path, gathered=gathered)
+  }, tmp_path, gathered=gathered, **kwargs)
   entities = _entities(out)
   # Not entities: 'Georgia', 'Mercury': title-only bases with qualified siblings and no
   # '(disambiguation)' page; 'Afp': anchor text of another entity; 'Paris (disambiguation)':
@@ -278,6 +287,20 @@ def test_groups_by_length_are_the_bucket_groups_a_length_at_a_time():
   merged = {k: v for part in parts for k, v in part.items()}
   assert merged == kb_merge.group_bucket(packs) == {"zug": [1, 5], "ab": [2, 4], "zoug": [3],
                                                     "cd": [6]}
+
+
+def test_split_qualifier_without_a_closing_parenthesis_at_the_end_is_the_match():
+  """split_qualifier tells most keys (no ')' in their last two characters) without the
+  regular expression: the same split as the match, a trailing newline included."""
+  keys = ["georgia", "georgia (country)", "georgia (country)\n", "georgia (country) x",
+          "a (b) (c)", "(c)", " (c)", "x (c))", "x ()", "x (a(b))", "", ")", "x (c)\n\n",
+          "lincoln (band) (album)", "x (c) ", "x\n(c)"]
+  for key in keys:
+    match = kb_merge._QUALIFIED.match(key)
+    assert kb_merge.split_qualifier(key) == (
+        (match.group(1), match.group(2)) if match else (key, None)), key
+  assert kb_merge.split_qualifier("georgia (country)\n") == ("georgia", "country")
+  assert kb_merge.split_qualifier("georgia (country) x") == ("georgia (country) x", None)
 
 
 def test_bucket_of_a_key_is_its_roots():
