@@ -330,9 +330,17 @@ def _sentence_right(text: str, pos: int, ceiling: int) -> int:
   return cut - len(parts[1]) if len(parts) == 2 else cut
 
 
+_AFTER_ANY_END = float("inf")
+
+
 def _sentence_of(sentences: Sequence[Tuple[int, int]], start: int) -> Optional[Tuple[int, int]]:
   """The sentence span holding offset `start` (sentences in text order, non-overlapping)."""
-  i = bisect.bisect_right(sentences, start, key=lambda span: span[0]) - 1
+  try:
+    # The last span starting at or before `start`: compared as tuples, in C (a key function
+    # is a Python call per step of the search; issue 17).
+    i = bisect.bisect_right(sentences, (start, _AFTER_ANY_END)) - 1
+  except TypeError:  # spans that are not tuples (lists, say)
+    i = bisect.bisect_right(sentences, start, key=lambda span: span[0]) - 1
   if i >= 0 and sentences[i][0] <= start < sentences[i][1]:
     return sentences[i]
   return None

@@ -279,3 +279,17 @@ def test_fold_text_folds_each_character_as_fold_char_does():
           " ", "".join(titles._fold_char(ch) for ch in text)).strip().casefold()  # pylint: disable=protected-access
       assert titles.fold_text(text) == want, text
   assert titles.fold_text("Jürgen  KLINSMANN") == "jurgen klinsmann"
+
+
+def test_sentence_of_a_span_start_from_tuple_or_list_spans():
+  """The sentence holding a span's start is found by comparing spans as tuples, and spans
+  given as lists (not tuples) give the same sentence."""
+  spans = [(0, 10), (11, 20), (20, 31), (40, 50)]
+  sentence_of = mention_features_lib._sentence_of  # pylint: disable=protected-access
+  expected = {0: (0, 10), 9: (0, 10), 10: None, 11: (11, 20), 19: (11, 20), 20: (20, 31),
+              30: (20, 31), 31: None, 35: None, 40: (40, 50), 49: (40, 50), 50: None}
+  for start, sentence in expected.items():
+    assert sentence_of(spans, start) == sentence, start
+    as_list = sentence_of([list(s) for s in spans], start)
+    assert (None if as_list is None else tuple(as_list)) == sentence, start
+  assert sentence_of([], 3) is None
