@@ -896,41 +896,44 @@ class ResolveAndBuildEntitiesFn(BuildEntitiesFn):
   what were two joins: resolve_value of each key (grouped a key length at a time:
   groups_by_length), its outputs and the aliases of the final edges among the values
   (_alias_of_final_edge, as the entity join's other input) grouped by entity bucket, then each
-  bucket built as BuildEntitiesFn builds it (its pool included), in bucket order. The same
+  bucket built as BuildEntitiesFn builds it (its pool included), in bucket order; or, with one
+  process or fewer than ONE_BUILD_VALUES values, all built in one build_bucket call. The same
   entities, mentions, redirects and counts without the entity join's shuffle (a stage, a
   fixed cost of Beam's local runner in memory) and the packing of every value on its way
   there (issue 17)."""
 
-  # Values from which the resolved values are built by entity bucket (each bucket as
-  # BuildEntitiesFn builds it, in its pool from the first bucket of POOL_VALUES on); below,
-  # in one build_bucket call here: an average bucket of under a quarter of POOL_VALUES is
-  # built inline anyway, and the routing and the per-bucket calls cost about a tenth of this
-  # step's time (issue 17: the 7 English dumps' 157,505 values in 1,024 buckets, 54 at most).
+  # Values of the join from which the resolved values are built by entity bucket (each
+  # bucket as BuildEntitiesFn builds it, in its pool from the first bucket of POOL_VALUES
+  # on); below, in one build_bucket call here: an average bucket of under a quarter of
+  # POOL_VALUES is built inline anyway, and the routing and the per-bucket calls cost about a
+  # tenth of this step's time (issue 17: the 7 English dumps' 31,501 values, in 1,024
+  # buckets of 54 at most).
   ONE_BUILD_VALUES = BuildEntitiesFn.POOL_VALUES * JOIN_BUCKETS // 4
 
   def process(self, element):
+    packs = list(element[1])  # the shuffle's iterable, read once
+    one = self._processes == 1 or sum(map(len, packs)) < self.ONE_BUILD_VALUES
+    resolved, buckets = [], {}
+
+    def route(outs):
+      for out in outs:
+        buckets.setdefault(entity_bucket(out[0]), []).append(out)
+
+    add = resolved.extend if one else route
     with summing_counts():
-      anchors, resolved = self._title_only_rules, []
-      for groups in groups_by_length(element[1]):
+      anchors = self._title_only_rules
+      for groups in groups_by_length(packs):
         for key in sorted(groups):
           values = groups[key]
           for value in values:
             if value[0] == REDIRECT_EDGE:
-              resolved.extend(_alias_of_final_edge((key, value[1])))
-          resolved.extend(resolve_value((key, values), anchors=anchors))
-      if self._processes == 1 or len(resolved) < self.ONE_BUILD_VALUES:
+              add(_alias_of_final_edge((key, value[1])))
+          add(resolve_value((key, values), anchors=anchors))
+      if one:
         # One bucket of every key: the same entities, mentions, redirects and counts (a key
         # and its qualified siblings meet in it, as in their entity bucket), in key order.
         yield from build_bucket((0, [resolved]), self._title_only_rules, self._entity_record)
         return
-      buckets = {}
-      for out in resolved:
-        bucket = buckets.get(entity_bucket(out[0]))
-        if bucket is None:
-          buckets[entity_bucket(out[0])] = [out]
-        else:
-          bucket.append(out)
-      del resolved
       for bucket in sorted(buckets):
         yield from super().process((bucket, [buckets.pop(bucket)]))
 
