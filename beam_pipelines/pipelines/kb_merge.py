@@ -896,23 +896,23 @@ class ResolveAndBuildEntitiesFn(BuildEntitiesFn):
   what were two joins: resolve_value of each key (grouped a key length at a time:
   groups_by_length), its outputs and the aliases of the final edges among the values
   (_alias_of_final_edge, as the entity join's other input) grouped by entity bucket, then each
-  bucket built as BuildEntitiesFn builds it (its pool included), in bucket order; or, with one
-  process or fewer than ONE_BUILD_VALUES values, all built in one build_bucket call. The same
+  bucket built as BuildEntitiesFn builds it (its pool included), in bucket order; or, from
+  fewer than ONE_BUILD_VALUES values, all built in one build_bucket call. The same
   entities, mentions, redirects and counts without the entity join's shuffle (a stage, a
   fixed cost of Beam's local runner in memory) and the packing of every value on its way
   there (issue 17)."""
 
   # Values of the join from which the resolved values are built by entity bucket (each
   # bucket as BuildEntitiesFn builds it, in its pool from the first bucket of POOL_VALUES
-  # on); below, in one build_bucket call here: an average bucket of under a quarter of
-  # POOL_VALUES is built inline anyway, and the routing and the per-bucket calls cost about a
-  # tenth of this step's time (issue 17: the 7 English dumps' 31,501 values, in 1,024
-  # buckets of 54 at most).
+  # on, one bucket's keys in a dictionary at a time); below, in one build_bucket call here:
+  # an average bucket of under a quarter of POOL_VALUES is built inline anyway, and the
+  # routing and the per-bucket calls cost about a tenth of this step's time (issue 17: the 7
+  # English dumps' 31,501 values, in 1,024 buckets of 54 at most).
   ONE_BUILD_VALUES = BuildEntitiesFn.POOL_VALUES * JOIN_BUCKETS // 4
 
   def process(self, element):
     packs = list(element[1])  # the shuffle's iterable, read once
-    one = self._processes == 1 or sum(map(len, packs)) < self.ONE_BUILD_VALUES
+    one = sum(map(len, packs)) < self.ONE_BUILD_VALUES
     resolved, buckets = [], {}
 
     def route(outs):
