@@ -777,14 +777,9 @@ def build_bucket(element, title_only_rules: bool,
       entities.append(entity)
       payloads = found[1]
       if type(payloads) is list and len(payloads) == 1:
-        # One mention (most such keys): _payload_packs' one pack, without its generator.
-        mention_packs.append((list(payloads), entity))
-        mentions += 1
-        if mentions >= MENTION_PACK_VALUES:
-          yield beam.pvalue.TaggedOutput(ENTITY_MENTIONS, mention_packs)
-          mention_packs, mentions = [], 0
-        continue
-      packs = [(pack, entity) for pack in _payload_packs(payloads)]
+        packs = [(list(payloads), entity)]  # _payload_packs' one pack, without its generator
+      else:
+        packs = [(pack, entity) for pack in _payload_packs(payloads)]
     else:
       packs = []
       for out in _merged_entity(key, values):
