@@ -27,3 +27,9 @@ class _DropBigQueryClientWarning(_logging.Filter):
 
 
 _logging.getLogger().addFilter(_DropBigQueryClientWarning())
+
+# The compiled builds of beam_pipelines.parsers (setup.py), taken only while they match their
+# source (dense_entity.common.compiled); installed before any of them is imported.
+from dense_entity.common import compiled as _compiled  # pylint: disable=g-import-not-at-top
+
+_compiled.install()

@@ -15,3 +15,9 @@ Entry points (the only modules that may import across dense_entity/beam_pipeline
 """
 
 __version__ = "0.1.0"
+
+# Compiled builds (setup.py) of the hot pure-Python modules, taken only while they match their
+# source (common.compiled); installed before any of them is imported.
+from dense_entity.common import compiled as _compiled  # pylint: disable=g-import-not-at-top
+
+_compiled.install()
