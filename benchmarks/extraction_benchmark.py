@@ -14,6 +14,9 @@ in the same run, each in its own subprocess so that its peak memory is its own:
   the default on 2 cores), and multi_processing with 2 workers: the whole job (parsing,
   mention features, redirect resolution, entity join, TFRecord/TSV outputs written
   atomically).
+- ours_parse_source, ours_pipeline_inmem_2p_source: the same in pure Python
+  (DENSE_ENTITY_PURE_PYTHON=1: our parse modules' sources, not the builds setup.py compiles;
+  the table's build column says which ran).
 - wikiextractor (PyPI `wikiextractor`, the usual dump cleaner) with --links (it keeps links, as
   we do) and --processes 1 and 2, writing its <doc> files into a temporary directory. It yields
   plain text with links; no mention offsets, entities, redirects or alias counts.
@@ -69,15 +72,32 @@ DEFAULT_FILES = os.path.join(REPO_ROOT, "..", "shared", "data", "enwiki", "*.bz2
 _RESULT_PREFIX = "BENCHMARK_RESULT "
 _PAGE_SIZE = resource.getpagesize()
 
-# name -> (worker kind, argument); the worker runs in a subprocess.
+# name -> (worker kind, argument, pure Python); the worker runs in a subprocess, with
+# DENSE_ENTITY_PURE_PYTHON=1 for pure Python (our modules' sources, not their compiled builds:
+# dense_entity.common.compiled).
 METHODS = {
-    "ours_parse": ("ours_parse", None),
-    "ours_pipeline_inmem_1p": ("ours_pipeline", "in_memory:1:1"),
-    "ours_pipeline_inmem_2p": ("ours_pipeline", "in_memory:1:2"),
-    "ours_pipeline_mp_2w": ("ours_pipeline", "multi_processing:2:1"),
-    "wikiextractor_1p": ("wikiextractor", "1"),
-    "wikiextractor_2p": ("wikiextractor", "2"),
+    "ours_parse": ("ours_parse", None, False),
+    "ours_parse_source": ("ours_parse", None, True),
+    "ours_pipeline_inmem_1p": ("ours_pipeline", "in_memory:1:1", False),
+    "ours_pipeline_inmem_2p": ("ours_pipeline", "in_memory:1:2", False),
+    "ours_pipeline_inmem_2p_source": ("ours_pipeline", "in_memory:1:2", True),
+    "ours_pipeline_mp_2w": ("ours_pipeline", "multi_processing:2:1", False),
+    "wikiextractor_1p": ("wikiextractor", "1", False),
+    "wikiextractor_2p": ("wikiextractor", "2", False),
 }
+
+
+def build_of_parse() -> str:
+  """How this process imported the parse modules that have compiled builds: 'compiled' (all),
+  'source' (none: no build, a build older than its source, or DENSE_ENTITY_PURE_PYTHON),
+  'mixed', or '-' (none imported)."""
+  from dense_entity.common import compiled  # pylint: disable=g-import-not-at-top
+  states = set(compiled.import_states().values())
+  if not states:
+    return "-"
+  if states == {compiled.COMPILED}:
+    return "compiled"
+  return "source" if compiled.COMPILED not in states else "mixed"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -111,7 +131,7 @@ def _work_ours_parse(files: Sequence[str], _) -> Dict[str, float]:
       articles += 1
       links += len(parsed.links)
   return {"seconds": time.perf_counter() - start, "cpu_s": cpu_seconds() - cpu,
-          "pages_read": pages, "articles": articles, "links": links}
+          "pages_read": pages, "articles": articles, "links": links, "build": build_of_parse()}
 
 
 def _work_ours_pipeline(files: Sequence[str], mode_workers_processes: str
@@ -133,7 +153,8 @@ def _work_ours_pipeline(files: Sequence[str], mode_workers_processes: str
   finally:
     shutil.rmtree(out, ignore_errors=True)
   return {"seconds": seconds, "cpu_s": cpu, "pages_read": stats.get("pages_read", 0),
-          "articles": stats.get("articles", 0), "links": stats.get("links_kept", 0)}
+          "articles": stats.get("articles", 0), "links": stats.get("links_kept", 0),
+          "build": build_of_parse()}
 
 
 def _work_wikiextractor(files: Sequence[str], processes: str) -> Dict[str, float]:
@@ -203,12 +224,17 @@ def run_method(name: str, files: Sequence[str], sample_s: float) -> Dict[str, fl
   Raises:
     RuntimeError: the subprocess failed (its output tail in the message).
   """
-  kind, argument = METHODS[name]
+  kind, argument, pure_python = METHODS[name]
+  env = dict(os.environ)
+  env.pop("DENSE_ENTITY_PURE_PYTHON", None)
+  if pure_python:
+    env["DENSE_ENTITY_PURE_PYTHON"] = "1"
   command = [sys.executable, "-m", "benchmarks.extraction_benchmark", f"--worker={kind}",
              f"--worker_arg={argument or ''}", f"--files={','.join(files)}"]
   with tempfile.TemporaryFile() as log:
     started = time.perf_counter()
-    process = subprocess.Popen(command, cwd=REPO_ROOT, stdout=log, stderr=subprocess.STDOUT)
+    process = subprocess.Popen(command, cwd=REPO_ROOT, stdout=log, stderr=subprocess.STDOUT,
+                               env=env)
     tree_peak = 0
     while True:
       pid, status, usage = os.wait4(process.pid, os.WNOHANG)
@@ -266,7 +292,7 @@ def format_table(results: Dict[str, Dict[str, float]], pages: int) -> str:
   header = (f"{'method':<24}{'work s':>9}{'wall s':>9}{'cpu s':>8}{'cores':>7}{'pages/s':>10}"
             f"{'articles':>10}"
             f"{'links':>9}{'links/s':>10}{'x WE-1p':>9}{'x WE-2p':>9}{'links x1p':>11}"
-            f"{'links x2p':>11}{'maxRSS MiB':>12}{'treeRSS MiB':>13}")
+            f"{'links x2p':>11}{'maxRSS MiB':>12}{'treeRSS MiB':>13}  build")
   lines = [header, "-" * len(header)]
   for name, r in results.items():
     ratios = []
@@ -277,7 +303,8 @@ def format_table(results: Dict[str, Dict[str, float]], pages: int) -> str:
     lines.append(f"{name:<24}{r['seconds']:9.1f}{r['wall_s']:9.1f}{r['cpu_s']:8.1f}"
                  f"{r['cpu_s'] / r['seconds']:7.2f}{rate(name):10.1f}"
                  f"{r['articles']:10d}{r['links']:9d}{link_rate(name):10.0f}"
-                 f"{''.join(ratios)}{r['max_rss_mib']:12.0f}{r['tree_rss_mib']:13.0f}")
+                 f"{''.join(ratios)}{r['max_rss_mib']:12.0f}{r['tree_rss_mib']:13.0f}"
+                 f"  {r.get('build', '-')}")
   return "\n".join(lines)
 
 
@@ -407,7 +434,8 @@ def main(argv):
         "process, its threads and the worker processes it reaped); cores: cpu s / work s. "
         "maxRSS: "
         "largest single process (ru_maxrss); treeRSS: sampled peak of the summed RSS of the "
-        "process tree.")
+        "process tree. build: how our parse modules were imported (compiled: their builds "
+        "by setup.py; source: pure Python, the _source methods by DENSE_ENTITY_PURE_PYTHON=1).")
   if long_pages:
     print("\nLong pages (one page, parse + mention features, in this process):")
     for line in time_long_pages(long_pages):

@@ -39,7 +39,7 @@ def test_cpu_seconds_counts_this_process_and_its_reaped_children():
 
 
 def test_table_has_cpu_seconds_and_cores():
-  results = {"ours_pipeline_inmem_2p": _run(3.0, 3.9, 271, 946, cpu=5.7),
+  results = {"ours_pipeline_inmem_2p": dict(_run(3.0, 3.9, 271, 946, cpu=5.7), build="compiled"),
              "wikiextractor_2p": _run(2.6, 2.7, 31, 119, cpu=4.6)}
   table = extraction_benchmark.format_table(results, 579).splitlines()
   header = table[0].split()
@@ -47,7 +47,8 @@ def test_table_has_cpu_seconds_and_cores():
   ours = table[2].split()
   assert ours[3] == "5.7" and ours[4] == "1.90"  # 5.7 CPU s over 3.0 work s
   # pages/s ratio to wikiextractor --processes 2: 2.6 / 3.0
-  assert table[3].split()[0] == "wikiextractor_2p" and ours[-5] == "0.87"
+  assert table[3].split()[0] == "wikiextractor_2p" and ours[-6] == "0.87"
+  assert ours[-1] == "compiled" and table[3].split()[-1] == "-"
 
 
 def test_a_file_that_is_no_dump_is_one_line_before_any_method_runs(tmp_path):
