@@ -46,10 +46,13 @@ def _extensions():
     print("dense-entity: Cython not found; installing without compiled modules (pure Python)",
           file=sys.stderr)
     return []
-  return cythonize(
-      [Extension(module, [_source(module)], optional=True) for module in COMPILED_MODULES],
+  extensions = cythonize(
+      [Extension(module, [_source(module)]) for module in COMPILED_MODULES],
       build_dir=os.path.join("build", "cython"), language_level=3, quiet=True,
       compiler_directives={"annotation_typing": False, "binding": True})
+  for extension in extensions:
+    extension.optional = True  # a failed compile leaves the module's source (cythonize drops it)
+  return extensions
 
 
 class BuildExtWithSourceDigests(build_ext):

@@ -289,7 +289,7 @@ def format_table(results: Dict[str, Dict[str, float]], pages: int) -> str:
   def link_rate(name):
     return results[name]["links"] / results[name]["seconds"] if name in results else None
 
-  header = (f"{'method':<24}{'work s':>9}{'wall s':>9}{'cpu s':>8}{'cores':>7}{'pages/s':>10}"
+  header = (f"{'method':<31}{'work s':>9}{'wall s':>9}{'cpu s':>8}{'cores':>7}{'pages/s':>10}"
             f"{'articles':>10}"
             f"{'links':>9}{'links/s':>10}{'x WE-1p':>9}{'x WE-2p':>9}{'links x1p':>11}"
             f"{'links x2p':>11}{'maxRSS MiB':>12}{'treeRSS MiB':>13}  build")
@@ -300,7 +300,7 @@ def format_table(results: Dict[str, Dict[str, float]], pages: int) -> str:
       for base in ("wikiextractor_1p", "wikiextractor_2p"):
         base_rate = of(base)
         ratios.append(f"{of(name) / base_rate:{width}.2f}" if base_rate else f"{'-':>{width}}")
-    lines.append(f"{name:<24}{r['seconds']:9.1f}{r['wall_s']:9.1f}{r['cpu_s']:8.1f}"
+    lines.append(f"{name:<31}{r['seconds']:9.1f}{r['wall_s']:9.1f}{r['cpu_s']:8.1f}"
                  f"{r['cpu_s'] / r['seconds']:7.2f}{rate(name):10.1f}"
                  f"{r['articles']:10d}{r['links']:9d}{link_rate(name):10.0f}"
                  f"{''.join(ratios)}{r['max_rss_mib']:12.0f}{r['tree_rss_mib']:13.0f}"
@@ -426,7 +426,7 @@ def main(argv):
           "order above; the table: medians of work, CPU and wall seconds, the largest "
           "memory):")
     for name, method_runs in runs.items():
-      print(f"  {name:<24}" + " / ".join(f"{r['seconds']:.2f}" for r in method_runs))
+      print(f"  {name:<31}" + " / ".join(f"{r['seconds']:.2f}" for r in method_runs))
   print("\npages/s: input pages / work s (the same pages for every method). links: ours = "
         "mentions kept (main-namespace links, with offsets); wikiextractor = '<a href' in its "
         "output (--links). x WE-np: pages/s ratio ours / wikiextractor --processes n; links "
