@@ -1,4 +1,4 @@
-"""Compiled builds of the project's pure-Python hot modules, used only while they match their source.
+"""Compiled builds of the hot pure-Python modules, used only while they match their source.
 
 setup.py compiles the modules listed in its COMPILED_MODULES (the wikitext parser and what a page's
 parse calls: beam_pipelines.parsers, dense_entity.kb's titles and mention features) with Cython,
