@@ -1,5 +1,6 @@
 """Dense entity retrieval (Gillick et al., CoNLL 2019, "DEER") as software people run."""
 
+import glob
 import hashlib
 import os
 import sys
@@ -11,8 +12,9 @@ from setuptools.command.build_ext import build_ext
 # requirements bring Cython): the page parse and what it calls, pure Python with no Beam, run
 # once per page or link (issue 17: the extraction's parse 10-13% less CPU). Compiled as they
 # are: the same code and results (annotations are not taken as C types), no .pyx; each build
-# is used only while its .py is unchanged (dense_entity.common.compiled). Without Cython or a
-# compiler the install goes on without them (pure Python, the same results).
+# is used only while its .py is unchanged (dense_entity.common.compiled). Without a C compiler
+# the install goes on without them (pure Python, the same results). A module listed here must
+# hand Beam no lambda or closure it defines (Beam cannot pickle them compiled).
 COMPILED_MODULES = [
     "beam_pipelines.parsers.descriptions",
     "beam_pipelines.parsers.html_article",
@@ -24,6 +26,7 @@ COMPILED_MODULES = [
     "beam_pipelines.parsers.records",
     "beam_pipelines.parsers.title_lists",
     "beam_pipelines.parsers.wikitext",
+    "beam_pipelines.pipelines.kb_merge",
     "dense_entity.kb.mention_features",
     "dense_entity.kb.script_ranges",
     "dense_entity.kb.titles",
@@ -33,25 +36,65 @@ SIDECAR_SUFFIX = ".source-sha256"
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
+CYTHON_BUILD_DIR = os.path.join("build", "cython")
+
+
 def _source(module: str) -> str:
   return os.path.join(*module.split(".")) + ".py"
 
 
+def _digest(path: str) -> str:
+  with open(path, "rb") as f:
+    return hashlib.sha256(f.read()).hexdigest()
+
+
+def _read(path: str) -> str:
+  try:
+    with open(path, encoding="ascii") as f:
+      return f.read().strip()
+  except (OSError, ValueError):
+    return ""
+
+
+def _remove_builds_in_tree() -> None:
+  """Removes the compiled builds (and digests) an earlier editable install left beside the
+  sources: with DENSE_ENTITY_PURE_PYTHON set at install, none is wanted."""
+  for module in COMPILED_MODULES:
+    stem = os.path.join(HERE, os.path.splitext(_source(module))[0])
+    for path in glob.glob(glob.escape(stem) + ".*.so") + glob.glob(
+        glob.escape(stem) + ".*.so" + SIDECAR_SUFFIX):
+      os.remove(path)
+
+
 def _extensions():
-  if os.environ.get("DENSE_ENTITY_PURE_PYTHON", "") not in ("", "0"):
+  if os.environ.get("DENSE_ENTITY_PURE_PYTHON", "").strip().lower() not in (
+      "", "0", "false", "no", "off"):
+    _remove_builds_in_tree()
     return []
   try:
     from Cython.Build import cythonize  # pylint: disable=g-import-not-at-top
-  except ImportError:
-    print("dense-entity: Cython not found; installing without compiled modules (pure Python)",
+  except ImportError:  # only without build isolation (pyproject.toml brings Cython)
+    print("dense-entity: Cython not found; building without compiled modules (pure Python)",
           file=sys.stderr)
     return []
+  # Each module's digest now, before Cython reads it: the digest written beside its build. A .c
+  # made from another version of the source is removed first, so that Cython makes it anew
+  # (it goes by timestamps, which a copy or a restore can leave older than the .c).
+  digests = {}
+  for module in COMPILED_MODULES:
+    digests[module] = _digest(_source(module))
+    c_file = os.path.join(CYTHON_BUILD_DIR, os.path.splitext(_source(module))[0] + ".c")
+    if os.path.exists(c_file) and _read(c_file + SIDECAR_SUFFIX) != digests[module]:
+      os.remove(c_file)
   extensions = cythonize(
       [Extension(module, [_source(module)]) for module in COMPILED_MODULES],
-      build_dir=os.path.join("build", "cython"), language_level=3, quiet=True,
+      build_dir=CYTHON_BUILD_DIR, language_level=3, quiet=True,
       compiler_directives={"annotation_typing": False, "binding": True})
   for extension in extensions:
     extension.optional = True  # a failed compile leaves the module's source (cythonize drops it)
+    extension.source_digest = digests[extension.name]
+    with open(extension.sources[0] + SIDECAR_SUFFIX, "w", encoding="ascii") as f:
+      f.write(extension.source_digest + "\n")  # the source its .c was made from
   return extensions
 
 
@@ -65,10 +108,8 @@ class BuildExtWithSourceDigests(build_ext):
     super().build_extension(ext)
     built = self.get_ext_fullpath(ext.name)
     if os.path.exists(built):
-      with open(os.path.join(HERE, _source(ext.name)), "rb") as f:
-        digest = hashlib.sha256(f.read()).hexdigest()
       with open(built + SIDECAR_SUFFIX, "w", encoding="ascii") as f:
-        f.write(digest + "\n")
+        f.write(ext.source_digest + "\n")
 
   def copy_extensions_to_source(self):
     super().copy_extensions_to_source()  # an editable install's (inplace): their digests too

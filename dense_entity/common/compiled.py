@@ -9,8 +9,12 @@ this finder, installed by the packages' __init__, takes a module's extension onl
 sidecar file the build wrote beside it (SIDECAR_SUFFIX: the SHA-256 of the .py it was built from)
 matches the .py there now. Otherwise, or with DENSE_ENTITY_PURE_PYTHON=1 in the environment, the
 .py is imported: the same results, slower (issue 17: the extraction's parse about 10% more CPU).
-Where no compiler or Cython was at hand when installing, there are no extensions and nothing
-changes.
+An extension whose .py is gone (a module removed or renamed) is not imported at all. Where no
+compiler was at hand when installing, there are no extensions and nothing changes.
+
+Compiled code is not seen by cProfile, pdb or coverage, and its annotations are strings (as
+under `from __future__ import annotations`): profile, debug and measure coverage with
+DENSE_ENTITY_PURE_PYTHON=1.
 """
 
 import hashlib
@@ -23,7 +27,7 @@ import sys
 import threading
 from typing import Dict, Optional, Tuple
 
-# Set to 1 (or any value but '' and '0'): import every module from its source.
+# Set to 1 (or any value but '', 0, false, no, off): import every module from its source.
 ENV_PURE_PYTHON = "DENSE_ENTITY_PURE_PYTHON"
 # Beside an extension module 'X.cpython-311-x86_64-linux-gnu.so': 'X.cpython-...so' + this, the
 # hexadecimal SHA-256 of the X.py it was compiled from (written by setup.py's build_ext).
@@ -36,6 +40,7 @@ COMPILED = "compiled"
 SOURCE_REQUESTED = "source (DENSE_ENTITY_PURE_PYTHON)"
 SOURCE_STALE = "source (its compiled build is of another version of the source)"
 SOURCE_NO_SIDECAR = "source (a compiled build without its source digest)"
+ORPHAN = "not imported (a compiled build whose source is gone: a module removed or renamed)"
 
 _LOCK = threading.Lock()
 _STATES: Dict[str, str] = {}  # module -> one of the above, for modules with an extension
@@ -44,7 +49,8 @@ _WARNED = set()
 
 def pure_python_requested() -> bool:
   """Whether DENSE_ENTITY_PURE_PYTHON asks for every module's source."""
-  return os.environ.get(ENV_PURE_PYTHON, "") not in ("", "0")
+  return os.environ.get(ENV_PURE_PYTHON, "").strip().lower() not in ("", "0", "false", "no",
+                                                                     "off")
 
 
 def source_digest(path: str) -> str:
@@ -55,28 +61,30 @@ def source_digest(path: str) -> str:
 
 def extension_state(extension: str, source: str) -> str:
   """Which of a module's two builds to import: COMPILED when `extension`'s sidecar holds the
-  digest of `source` (or `source` does not exist: an install without sources), else the
-  reason the source is imported (SOURCE_REQUESTED, SOURCE_STALE, SOURCE_NO_SIDECAR)."""
+  digest of `source`; ORPHAN when `source` does not exist (setup.py installs every source
+  beside its build: the module was removed or renamed since it was built); else the reason
+  the source is imported (SOURCE_REQUESTED, SOURCE_STALE, SOURCE_NO_SIDECAR)."""
+  if not os.path.exists(source):
+    return ORPHAN
   if pure_python_requested():
     return SOURCE_REQUESTED
-  if not os.path.exists(source):
-    return COMPILED
   try:
     with open(extension + SIDECAR_SUFFIX, encoding="ascii") as f:
-      built_from = f.read().strip()
+      built_from = f.read().strip().lower()
   except (OSError, ValueError):
     return SOURCE_NO_SIDECAR
   try:
     current = source_digest(source)
   except OSError:
-    return COMPILED
+    return SOURCE_NO_SIDECAR  # unreadable now: the import of the source says why
   return COMPILED if built_from == current else SOURCE_STALE
 
 
 class CompiledModuleFinder(importlib.abc.MetaPathFinder):
   """A meta path finder for the modules of `packages`: an extension module is taken only in
-  the COMPILED state of extension_state (its sidecar matches the .py beside it); else the spec
-  of that .py. Other modules get the spec importlib's path finder gives (or None)."""
+  the COMPILED state of extension_state (its sidecar matches the .py beside it); an ORPHAN
+  raises ModuleNotFoundError (after a warning); else the spec of the .py. Other modules
+  get the spec importlib's path finder gives (or None)."""
 
   def __init__(self, packages: Tuple[str, ...] = PACKAGES):
     self._prefixes = tuple(p + "." for p in packages)
@@ -96,9 +104,16 @@ class CompiledModuleFinder(importlib.abc.MetaPathFinder):
       return spec
     if state != SOURCE_REQUESTED and fullname not in _WARNED:
       _WARNED.add(fullname)
-      logging.getLogger(__name__).warning(
-          "%s: importing %s, %s; rebuild with `pip install -e .` (or `python setup.py "
-          "build_ext --inplace`) to use the compiled build again", fullname, source, state)
+      if state == ORPHAN:
+        logging.getLogger(__name__).warning(
+            "%s: %s has no %s beside it: %s; delete it (or `git clean -fX` the tree)",
+            fullname, spec.origin, os.path.basename(source), state)
+      else:
+        logging.getLogger(__name__).warning(
+            "%s: importing %s, %s; `pip install -e .` rebuilds it", fullname, source, state)
+    if state == ORPHAN:  # (None would let the path finder after this one import it)
+      raise ModuleNotFoundError(f"No module named {fullname!r} ({spec.origin}: {state})",
+                                name=fullname)
     return importlib.util.spec_from_file_location(fullname, source)
 
 

@@ -84,9 +84,30 @@ def test_the_environment_asks_for_the_sources(tmp_path, monkeypatch):
   assert _spec(tmp_path / "fakepkg").origin.endswith(_EXT)
 
 
-def test_an_install_without_sources_takes_the_extension(tmp_path, monkeypatch):
+@pytest.mark.parametrize("pure", ["", "1"])
+def test_a_build_whose_source_is_gone_is_not_imported(tmp_path, monkeypatch, pure):
+  # A module renamed or removed: its old build in the tree would still import, and a broken
+  # import would go unnoticed until another machine.
+  monkeypatch.setenv(compiled.ENV_PURE_PYTHON, pure)
+  pkg = _package(tmp_path, with_source=False)
+  with pytest.raises(ModuleNotFoundError, match="fakepkg.mod"):
+    _spec(pkg)
+  assert compiled.import_state("fakepkg.mod") == compiled.ORPHAN
+
+
+@pytest.mark.parametrize("value, pure", [("1", True), ("yes", True), ("0", False),
+                                         ("false", False), (" Off ", False), ("", False)])
+def test_the_environment_variable_values(monkeypatch, value, pure):
+  monkeypatch.setenv(compiled.ENV_PURE_PYTHON, value)
+  assert compiled.pure_python_requested() is pure
+
+
+def test_a_digest_in_upper_case_or_with_a_line_end_still_matches(tmp_path, monkeypatch):
   monkeypatch.delenv(compiled.ENV_PURE_PYTHON, raising=False)
-  assert _spec(_package(tmp_path, sidecar=None, with_source=False)).origin.endswith(_EXT)
+  pkg = _package(tmp_path)
+  sidecar = pkg / ("mod" + _EXT + compiled.SIDECAR_SUFFIX)
+  sidecar.write_text(sidecar.read_text().strip().upper() + "\r\n")
+  assert _spec(pkg).origin.endswith(_EXT)
 
 
 def test_other_modules_are_left_to_the_path_finder(tmp_path):
