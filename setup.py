@@ -26,7 +26,6 @@ COMPILED_MODULES = [
     "beam_pipelines.parsers.records",
     "beam_pipelines.parsers.title_lists",
     "beam_pipelines.parsers.wikitext",
-    "beam_pipelines.pipelines.kb_merge",
     "dense_entity.kb.mention_features",
     "dense_entity.kb.script_ranges",
     "dense_entity.kb.titles",

@@ -956,39 +956,6 @@ def value_size(pair) -> int:
   return len(payload) if isinstance(payload, str) else 0
 
 
-# The routing functions of MergeKnowledgeBase's inputs: module-level (not closures), so that Beam
-# pickles them by reference, as it must where this module is compiled (setup.py).
-def _edge_candidate(source: int, redirect_target) -> List[Tuple[str, Tuple[str, Any]]]:
-  """(redirect title, target title) -> its candidate edge by the redirect's key; `source` 0
-  for a dump's redirect page, 1 for a redirect list's line."""
-  redirect, target = redirect_target
-  return [(titles.match_key(redirect),
-           (EDGE_CANDIDATE, (source, redirect, titles.match_key(target), target)))]
-
-
-def _page_key(title: str) -> List[Tuple[str, Tuple[str, None]]]:
-  """A dump page's title -> the marker of a page at its key (an edge's source is one)."""
-  return [(titles.match_key(title), (EDGE_ARTICLE, None))]
-
-
-def _article_page_key(title_article) -> List[Tuple[str, Tuple[str, None]]]:
-  return _page_key(title_article[0])
-
-
-def _tagged_pair(tag: str, title_value) -> List[Tuple[str, Tuple[str, str, Any]]]:
-  """(title, value) -> [(key of the title, (tag, title, value))]."""
-  return [(titles.match_key(title_value[0]), (tag, title_value[0], title_value[1]))]
-
-
-def _title_pair(tag: str, title: str) -> List[Tuple[str, Tuple[str, str, None]]]:
-  return [(titles.match_key(title), (tag, title, None))]
-
-
-def _final_edge_value(final) -> List[Tuple[str, Tuple[str, Any, None]]]:
-  """A final edge (source key, edge) -> its value at the source key (resolve_value)."""
-  return [(final[0], (REDIRECT_EDGE, final[1], None))]
-
-
 class MergeKnowledgeBase(beam.PTransform):
   """Every KB source -> entities, their mentions and the redirects, one entity per key.
 
@@ -1065,6 +1032,7 @@ class MergeKnowledgeBase(beam.PTransform):
       raise ValueError(f"MergeKnowledgeBase: unknown input(s) {unknown}; inputs are "
                        f"{', '.join(self.INPUTS)}")
     pipeline = next(iter(inputs.values())).pipeline
+    key = titles.match_key
     title_only_rules = "titles" in inputs or "title_packs" in inputs
 
     def route(name, pairs, packed=False, size_of=None, step=None, items_of=None,
@@ -1086,16 +1054,22 @@ class MergeKnowledgeBase(beam.PTransform):
       return flat | label >> beam_io.CountedGroupByKey(label)
 
     # 1. Redirect edges, by source key with the keys of dump pages; then to their final keys.
-    dump_edge, list_edge = (functools.partial(_edge_candidate, 0),
-                            functools.partial(_edge_candidate, 1))
-    page_key = _page_key
+    def dump_edge(st):
+      return [(key(st[0]), (EDGE_CANDIDATE, (0, st[0], key(st[1]), st[1])))]
+
+    def list_edge(st):
+      return [(key(st[0]), (EDGE_CANDIDATE, (1, st[0], key(st[1]), st[1])))]
+
+    def page_key(title):
+      return [(key(title), (EDGE_ARTICLE, None))]
+
     # Gathered: every key's edge values in one bucket, their redirects resolved in one step.
     edge_bucket = _single_bucket if self._gathered else key_bucket
     edges = join("JoinEdges",
                  route("redirects", dump_edge, bucket_of=edge_bucket)
                  + route("title_redirects", list_edge, bucket_of=edge_bucket)
                  + route("title_redirect_packs", list_edge, packed=True, bucket_of=edge_bucket)
-                 + route("articles", _article_page_key, step="RouteArticleKeys",
+                 + route("articles", lambda kv: page_key(kv[0]), step="RouteArticleKeys",
                          bucket_of=edge_bucket)
                  + route("disambiguations", page_key, step="RouteDisambiguationKeys",
                          bucket_of=edge_bucket))
@@ -1108,10 +1082,10 @@ class MergeKnowledgeBase(beam.PTransform):
 
     # 2. Values, with the final edge of a redirect from their key (if any).
     def tag_pairs(tag):
-      return functools.partial(_tagged_pair, tag)
+      return lambda kv: [(key(kv[0]), (tag, kv[0], kv[1]))]
 
     def title_pairs(tag):
-      return functools.partial(_title_pair, tag)
+      return lambda t: [(key(t), (tag, t, None))]
 
     # Gathered: every key's values in one bucket (unbounded in bytes: in memory they are
     # all held anyway), resolved and built in one step.
@@ -1133,7 +1107,7 @@ class MergeKnowledgeBase(beam.PTransform):
               + route("title_packs", title_pairs(LISTED), packed=True, bucket_of=value_bucket)
               + route("disambiguations", title_pairs(DISAMBIGUATION), bucket_of=value_bucket)
               + [finals | "RouteFinalEdges" >> beam.ParDo(RouteToBuckets(
-                  _final_edge_value, value_bucket,
+                  lambda kv: [(kv[0], (REDIRECT_EDGE, kv[1], None))], value_bucket,
                   packed=True, reads="final_edges@RouteFinalEdges"))])
     joined = join("JoinValuesRedirects", values)
     if self._gathered:
