@@ -159,3 +159,30 @@ def test_an_interrupt_python_ignores_is_raised_again(monkeypatch):
 
 
 _AFTER_FORK = [lambda: None]
+
+
+def test_a_beam_state_sampler_an_interrupt_left_running_is_stopped(capsys):
+  """A SIGTERM test's extraction printed its one line and never exited: its KeyboardInterrupt
+  landed in Beam's StateSampler.start after the sampling thread (not a daemon) started and
+  before the sampler was marked started, so the bundle's end did not stop it and the
+  interpreter's exit waited for it. The interrupted ending stops it."""
+  from apache_beam.runners.worker import statesampler  # pylint: disable=g-import-not-at-top
+  from apache_beam.utils import counters  # pylint: disable=g-import-not-at-top
+  sampler = statesampler.StateSampler("interrupted", counters.CounterFactory())
+  # What the interrupt left: the base class's start (the thread) without `started` set.
+  super(statesampler.StateSampler, sampler).start()
+  thread = next(t for t in threading.enumerate()
+                if getattr(getattr(t, "_target", None), "__self__", None) is sampler)
+  try:
+    assert thread.is_alive() and not thread.daemon and not sampler.started
+    sampler.stop_if_still_running()  # what the bundle's end does: nothing, not started
+    assert thread.is_alive()
+    status = errors.interrupted_status([signal.SIGTERM], KeyboardInterrupt(), "prog")
+    assert status == 128 + signal.SIGTERM
+    thread.join(timeout=5)
+    assert not thread.is_alive() and sampler.finished
+    assert capsys.readouterr().err.strip() == "prog: error: interrupted (SIGTERM)"
+    assert errors.stop_left_state_samplers() == 0  # none left
+  finally:
+    if not sampler.finished:  # this test's process must still be able to exit
+      sampler.stop()
