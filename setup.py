@@ -10,7 +10,7 @@ from setuptools.command.build_ext import build_ext
 
 # The modules compiled with Cython when it and a C compiler are at hand (pyproject.toml's build
 # requirements bring Cython): the page parse and what it calls, pure Python with no Beam, run
-# once per page or link (issue 17: the extraction's parse 10-13% less CPU). Compiled as they
+# once per page or link (issue 17: the extraction's parse 8-10% less CPU). Compiled as they
 # are: the same code and results (annotations are not taken as C types), no .pyx; each build
 # is used only while its .py is unchanged (dense_entity.common.compiled). Without a C compiler
 # the install goes on without them (pure Python, the same results). A module listed here must

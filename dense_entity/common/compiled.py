@@ -8,7 +8,7 @@ would import such an extension instead of the .py beside it even after the .py w
 this finder, installed by the packages' __init__, takes a module's extension only when the
 sidecar file the build wrote beside it (SIDECAR_SUFFIX: the SHA-256 of the .py it was built from)
 matches the .py there now. Otherwise, or with DENSE_ENTITY_PURE_PYTHON=1 in the environment, the
-.py is imported: the same results, slower (issue 17: the extraction's parse about 10% more CPU).
+.py is imported: the same results, slower (issue 17: the extraction's parse 8-10% more CPU).
 An extension whose .py is gone (a module removed or renamed) is not imported at all. Where no
 compiler was at hand when installing, there are no extensions and nothing changes.
 
