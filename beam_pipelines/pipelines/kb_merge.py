@@ -561,28 +561,28 @@ ENTITY_MENTIONS = "mention"
 ENTITY_REDIRECTS = "redirect"
 
 
-def _payload_packs(payloads: Iterable[records.MentionPayload]) -> Iterator[list]:
+def _payload_packs(payloads: Iterable[records.MentionPayload]) -> List[list]:
   """Mention payloads in packs (lists) of at most MENTION_PACK_VALUES mentions or
   MENTION_PACK_BYTES bytes (payload_size): the steps after the merge cost per element, and a
-  popular entity has hundreds of thousands of links."""
+  popular entity has hundreds of thousands of links. A list, not a generator: most entities
+  have one pack, which a generator's making and running cost more than (issue 17)."""
   if type(payloads) is list and len(payloads) < MENTION_PACK_VALUES:
     # Most entities (one or two mentions): one pack, when the mentions before the last hold
     # fewer than MENTION_PACK_BYTES (the last one's size cuts no pack), told by one sum
     # (payload_size inlined), not a call and a check per mention (issue 17).
     if len(payloads) < 2 or sum([len(p[0]) + len(p[1]) + len(p[2]) + len(p[3])
                                  for p in payloads[:-1]]) < MENTION_PACK_BYTES:
-      if payloads:
-        yield list(payloads)
-      return
-  pack, size = [], 0
+      return [list(payloads)] if payloads else []
+  packs, pack, size = [], [], 0
   for mention in payloads:
     pack.append(mention)
     size += payload_size(mention)
     if len(pack) >= MENTION_PACK_VALUES or size >= MENTION_PACK_BYTES:
-      yield pack
+      packs.append(pack)
       pack, size = [], 0
   if pack:
-    yield pack
+    packs.append(pack)
+  return packs
 
 
 def _mention_packs(payloads: Iterable[records.MentionPayload], entity: records.Entity):
@@ -775,11 +775,7 @@ def build_bucket(element, title_only_rules: bool,
       entity = _link_target_entity_named(found[0])
       link_targets += 1
       entities.append(entity)
-      payloads = found[1]
-      if type(payloads) is list and len(payloads) == 1:
-        packs = [(list(payloads), entity)]  # _payload_packs' one pack, without its generator
-      else:
-        packs = [(pack, entity) for pack in _payload_packs(payloads)]
+      packs = [(pack, entity) for pack in _payload_packs(found[1])]
     else:
       packs = []
       for out in _merged_entity(key, values):
