@@ -1,7 +1,7 @@
 """Dense entity retrieval (Gillick et al., CoNLL 2019, "DEER") as software people run."""
 
 import glob
-import hashlib
+import importlib.util
 import os
 import sys
 
@@ -30,9 +30,22 @@ COMPILED_MODULES = [
     "dense_entity.kb.script_ranges",
     "dense_entity.kb.titles",
 ]
-# dense_entity.common.compiled.SIDECAR_SUFFIX (not imported: setup.py runs before the install).
-SIDECAR_SUFFIX = ".source-sha256"
 HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _load_compiled():
+  """dense_entity/common/compiled.py, the import hook's module (standard library only), loaded
+  alone from its file (the package is not installed yet): its digest, sidecar suffix and
+  reading of DENSE_ENTITY_PURE_PYTHON are the ones the hook checks against."""
+  spec = importlib.util.spec_from_file_location(
+      "_dense_entity_compiled", os.path.join(HERE, "dense_entity", "common", "compiled.py"))
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  return module
+
+
+_COMPILED = _load_compiled()
+SIDECAR_SUFFIX = _COMPILED.SIDECAR_SUFFIX
 
 
 CYTHON_BUILD_DIR = os.path.join("build", "cython")
@@ -40,11 +53,6 @@ CYTHON_BUILD_DIR = os.path.join("build", "cython")
 
 def _source(module: str) -> str:
   return os.path.join(*module.split(".")) + ".py"
-
-
-def _digest(path: str) -> str:
-  with open(path, "rb") as f:
-    return hashlib.sha256(f.read()).hexdigest()
 
 
 def _read(path: str) -> str:
@@ -66,8 +74,7 @@ def _remove_builds_in_tree() -> None:
 
 
 def _extensions():
-  if os.environ.get("DENSE_ENTITY_PURE_PYTHON", "").strip().lower() not in (
-      "", "0", "false", "no", "off"):
+  if _COMPILED.pure_python_requested():
     _remove_builds_in_tree()
     return []
   try:
@@ -81,7 +88,7 @@ def _extensions():
   # (it goes by timestamps, which a copy or a restore can leave older than the .c).
   digests = {}
   for module in COMPILED_MODULES:
-    digests[module] = _digest(_source(module))
+    digests[module] = _COMPILED.source_digest(_source(module))
     c_file = os.path.join(CYTHON_BUILD_DIR, os.path.splitext(_source(module))[0] + ".c")
     if os.path.exists(c_file) and _read(c_file + SIDECAR_SUFFIX) != digests[module]:
       os.remove(c_file)
